@@ -1,0 +1,170 @@
+"""SQLAlchemy 2 typed ORM models: the database schema of gpufit."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+)
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Timezone-aware UTC datetimes on every backend (SQLite drops the offset on its own)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime; use timezone-aware UTC")
+        return value.astimezone(UTC)
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        assert isinstance(value, datetime)
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class Provider(Base):
+    __tablename__ = "providers"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    display_name: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class GpuModel(Base):
+    __tablename__ = "gpu_models"
+
+    slug: Mapped[str] = mapped_column(String(64), primary_key=True)
+    vendor: Mapped[str] = mapped_column(String(32))
+    name: Mapped[str] = mapped_column(String(128))
+    vram_gb: Mapped[float] = mapped_column(Float)
+    vram_gib: Mapped[float] = mapped_column(Float)
+    memory_type: Mapped[str] = mapped_column(String(16))
+    memory_bandwidth_gbps: Mapped[float] = mapped_column(Float)
+    bf16_tflops: Mapped[float | None] = mapped_column(Float)
+    fp16_tflops: Mapped[float] = mapped_column(Float)
+    fp8: Mapped[bool] = mapped_column(Boolean)
+    form_factor: Mapped[str] = mapped_column(String(16))
+    nvlink_gbps: Mapped[float | None] = mapped_column(Float)
+    architecture: Mapped[str] = mapped_column(String(32))
+    source: Mapped[str] = mapped_column(Text)
+
+
+class Offer(Base):
+    __tablename__ = "offers"
+    __table_args__ = (
+        UniqueConstraint("provider_id", "instance_type", "region", "spot", name="uq_offers_key"),
+        Index("ix_offers_active_price", "active", "price_per_hour"),
+        Index("ix_offers_active_gpu_price", "active", "gpu_model_slug", "price_per_gpu_hour"),
+        Index("ix_offers_active_vram", "active", "vram_gib_per_gpu"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    provider_id: Mapped[str] = mapped_column(ForeignKey("providers.id"), index=True)
+    source: Mapped[str] = mapped_column(String(64))  # scraper that last wrote it, or "sample"
+    instance_type: Mapped[str] = mapped_column(String(200))
+    region: Mapped[str] = mapped_column(String(200))
+    continent: Mapped[str | None] = mapped_column(String(32))
+    spot: Mapped[bool] = mapped_column(Boolean, default=False)
+    gpu_model_slug: Mapped[str | None] = mapped_column(ForeignKey("gpu_models.slug"))
+    gpu_raw_name: Mapped[str] = mapped_column(String(200))
+    gpu_count: Mapped[float] = mapped_column(Float)
+    vram_gib_per_gpu: Mapped[float | None] = mapped_column(Float)
+    vram_gib_total: Mapped[float | None] = mapped_column(Float)
+    vcpus: Mapped[float | None] = mapped_column(Float)
+    ram_gib: Mapped[float | None] = mapped_column(Float)
+    disk_gib: Mapped[float | None] = mapped_column(Float)
+    interconnect: Mapped[str] = mapped_column(String(16), default="unknown")
+    network: Mapped[str] = mapped_column(String(16), default="unknown")
+    network_gbps: Mapped[float | None] = mapped_column(Float)
+    price_per_hour: Mapped[float | None] = mapped_column(Float)
+    spot_price_per_hour: Mapped[float | None] = mapped_column(Float)
+    price_per_gpu_hour: Mapped[float | None] = mapped_column(Float)
+    currency: Mapped[str] = mapped_column(String(3), default="USD")
+    billing: Mapped[str] = mapped_column(String(16), default="unknown")
+    availability: Mapped[str] = mapped_column(String(16), default="unknown")
+    availability_count: Mapped[int | None] = mapped_column(Integer)
+    first_seen: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    last_seen: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    active: Mapped[bool] = mapped_column(Boolean, default=True)
+
+    provider: Mapped[Provider] = relationship(lazy="joined")
+    gpu: Mapped[GpuModel | None] = relationship(lazy="joined")
+
+
+class PricePoint(Base):
+    __tablename__ = "price_history"
+    __table_args__ = (Index("ix_price_history_offer_time", "offer_id", "observed_at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    offer_id: Mapped[int] = mapped_column(ForeignKey("offers.id", ondelete="CASCADE"))
+    observed_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    price_per_hour: Mapped[float | None] = mapped_column(Float)
+    spot_price_per_hour: Mapped[float | None] = mapped_column(Float)
+    availability: Mapped[str] = mapped_column(String(16), default="unknown")
+    availability_count: Mapped[int | None] = mapped_column(Integer)
+
+
+class ScrapeRun(Base):
+    __tablename__ = "scrape_runs"
+    __table_args__ = (Index("ix_scrape_runs_source_started", "source", "started_at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    source: Mapped[str] = mapped_column(String(64))  # scraper id, or "sample"
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    status: Mapped[str] = mapped_column(String(16))  # ok | partial | failed | skipped | running
+    offers_seen: Mapped[int] = mapped_column(Integer, default=0)
+    offers_added: Mapped[int] = mapped_column(Integer, default=0)
+    offers_updated: Mapped[int] = mapped_column(Integer, default=0)
+    offers_removed: Mapped[int] = mapped_column(Integer, default=0)
+    error: Mapped[str | None] = mapped_column(Text)
+    warnings: Mapped[str | None] = mapped_column(Text)
+
+
+class SavedSearch(Base):
+    __tablename__ = "saved_searches"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    # share_token names the search in public links; owner_token is the browser's cookie.
+    share_token: Mapped[str] = mapped_column(String(64), unique=True)
+    owner_token: Mapped[str] = mapped_column(String(64), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    query: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

@@ -1,0 +1,71 @@
+"""Application settings, read from the environment with the GPUFIT_ prefix."""
+
+from __future__ import annotations
+
+from functools import cache
+
+from pydantic import BaseModel, Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_SQLITE_URL = "sqlite:///./var/gpufit.db"
+
+
+class ProviderSettings(BaseModel):
+    """Per-provider overrides: GPUFIT_PROVIDERS__<ID>__URL, __API_KEY, __INTERVAL_MINUTES, ..."""
+
+    url: str = ""
+    api_key: str = Field(default="", repr=False)
+    api_secret: str = Field(default="", repr=False)
+    interval_minutes: float | None = Field(default=None, gt=0)
+    enabled: bool = True
+    extra_urls: dict[str, str] = Field(default_factory=dict)
+
+
+class Settings(BaseSettings):
+    """One typed settings object for the web app, the worker and the CLI."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="GPUFIT_", env_nested_delimiter="__", env_file=".env", extra="ignore"
+    )
+
+    database_url: str = DEFAULT_SQLITE_URL
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=1, le=65535)
+    providers: dict[str, ProviderSettings] = Field(default_factory=dict)
+    marketplace_interval_minutes: float = Field(default=30, gt=0)
+    list_interval_minutes: float = Field(default=360, gt=0)
+    interval_jitter_seconds: float = Field(default=120, ge=0)
+    http_timeout_seconds: float = Field(default=30, gt=0)
+    http_max_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
+    # A scrape that returns fewer offers than this fraction of the last good run is treated as
+    # partial: a provider outage often looks like an almost-empty but valid response.
+    min_offer_fraction: float = Field(default=0.5, ge=0, le=1)
+    scheduler_enabled: bool = True
+    log_level: str = "INFO"
+
+    @field_validator("database_url")
+    @classmethod
+    def _normalize_driver(cls, value: str) -> str:
+        # Plain postgres:// URLs (Heroku, docker) select psycopg2 by default; we ship psycopg 3.
+        for prefix in ("postgres://", "postgresql://"):
+            if value.startswith(prefix):
+                return "postgresql+psycopg://" + value[len(prefix) :]
+        return value
+
+    @field_validator("providers")
+    @classmethod
+    def _lowercase_ids(cls, value: dict[str, ProviderSettings]) -> dict[str, ProviderSettings]:
+        return {key.lower(): item for key, item in value.items()}
+
+    def provider(self, name: str) -> ProviderSettings:
+        return self.providers.get(name, ProviderSettings())
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.database_url.startswith("sqlite")
+
+
+@cache
+def get_settings() -> Settings:
+    """The process-wide settings (tests build their own Settings instead)."""
+    return Settings()
