@@ -1,0 +1,81 @@
+"""The FastAPI application factory."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from fastapi import APIRouter, FastAPI
+from fastapi.staticfiles import StaticFiles
+
+from app.db import make_engine, make_session_factory
+from app.errors import install_error_handlers
+from app.settings import Settings, get_settings
+
+log = logging.getLogger("gpufit")
+
+ROOT = Path(__file__).resolve().parent.parent
+STATIC_DIR = ROOT / "static"
+
+# Routers are listed by module so each feature lives in its own module with a `router`.
+ROUTER_MODULES = (
+    "app.api.health",
+    "app.api.providers",
+    "app.api.estimate",
+    "app.api.offers",
+    "app.web.pages",
+)
+
+
+def _routers() -> list[APIRouter]:
+    routers = []
+    for name in ROUTER_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:
+                raise
+            log.warning("router module %s not present", name)
+            continue
+        routers.append(module.router)
+    return routers
+
+
+def create_app(settings: Settings | None = None, *, scheduler: bool | None = None) -> FastAPI:
+    """Build the app; `scheduler` overrides settings.scheduler_enabled (tests pass False)."""
+    settings = settings or get_settings()
+    engine = make_engine(settings.database_url)
+    run_scheduler = settings.scheduler_enabled if scheduler is None else scheduler
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        sched = None
+        if run_scheduler:
+            from app.scheduler import start_scheduler
+
+            sched = start_scheduler(settings, engine, app.state.session_factory)
+        try:
+            yield
+        finally:
+            if sched is not None:
+                sched.shutdown(wait=False)
+            engine.dispose()
+
+    app = FastAPI(
+        title="gpufit",
+        summary="Cloud GPU offers ranked by fit to a training or fine-tuning job",
+        version="0.1.0",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.engine = engine
+    app.state.session_factory = make_session_factory(engine)
+    install_error_handlers(app)
+    for router in _routers():
+        app.include_router(router)
+    if STATIC_DIR.is_dir():
+        app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    return app

@@ -1,0 +1,120 @@
+"""Shared fixtures: a migrated database (SQLite always, Postgres when configured) and an app.
+
+Set GPUFIT_TEST_DATABASE_URL (e.g. postgresql+psycopg://postgres@127.0.0.1:5432/test) to run
+every database test on Postgres as well as SQLite.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine, MetaData, text
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.db import make_engine, make_session_factory
+from app.main import create_app
+from app.migrate import upgrade
+from app.models import Base
+from app.settings import Settings
+
+PG_URL = os.environ.get("GPUFIT_TEST_DATABASE_URL", "")
+BACKENDS = ["sqlite", "postgres"] if PG_URL else ["sqlite"]
+
+
+def reset_postgres(url: str) -> None:
+    """Drop everything in the public schema so migrations start from empty."""
+    engine = make_engine(url)
+    with engine.begin() as conn:
+        conn.execute(text("DROP SCHEMA public CASCADE"))
+        conn.execute(text("CREATE SCHEMA public"))
+    engine.dispose()
+
+
+@pytest.fixture(scope="session", params=BACKENDS)
+def database_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A migrated, empty database URL for the whole test session, one per backend."""
+    if request.param == "postgres":
+        reset_postgres(PG_URL)
+        url = PG_URL
+    else:
+        url = f"sqlite:///{tmp_path_factory.mktemp('db') / 'test.db'}"
+    upgrade(url)
+    return url
+
+
+@pytest.fixture(scope="session")
+def engine(database_url: str) -> Iterator[Engine]:
+    eng = make_engine(database_url)
+    yield eng
+    eng.dispose()
+
+
+def _clear(engine: Engine) -> None:
+    tables = list(reversed(Base.metadata.sorted_tables))
+    with engine.begin() as conn:
+        if engine.dialect.name == "postgresql":
+            names = ", ".join(t.name for t in tables)
+            conn.execute(text(f"TRUNCATE {names} RESTART IDENTITY CASCADE"))
+        else:
+            for table in tables:
+                conn.execute(table.delete())
+
+
+@pytest.fixture
+def session_factory(engine: Engine) -> Iterator[sessionmaker[Session]]:
+    """A session factory on a database emptied before each test, with the GPU catalog synced."""
+    from app.catalog_sync import sync_gpu_catalog
+
+    _clear(engine)
+    factory = make_session_factory(engine)
+    with factory.begin() as session:
+        sync_gpu_catalog(session)
+    yield factory
+
+
+@pytest.fixture
+def session(session_factory: sessionmaker[Session]) -> Iterator[Session]:
+    with session_factory() as s:
+        yield s
+
+
+@pytest.fixture
+def settings(database_url: str) -> Settings:
+    return Settings(database_url=database_url, scheduler_enabled=False, _env_file=None)
+
+
+@pytest.fixture
+def app(settings: Settings, session_factory: sessionmaker[Session]) -> FastAPI:
+    del session_factory  # requested for its side effect: a clean database
+    return create_app(settings, scheduler=False)
+
+
+@pytest.fixture
+def client(app: FastAPI) -> Iterator[TestClient]:
+    with TestClient(app) as c:
+        yield c
+
+
+@pytest.fixture
+def sample_loaded(session_factory: sessionmaker[Session]) -> int:
+    """Load the bundled sample; returns the number of offers."""
+    from app.sample_loader import load_sample
+
+    with session_factory.begin() as session:
+        return load_sample(session).offers
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return Path(__file__).resolve().parent.parent
+
+
+def metadata_of(engine: Engine) -> MetaData:
+    meta = MetaData()
+    meta.reflect(engine)
+    return meta
