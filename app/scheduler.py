@@ -1,0 +1,94 @@
+"""APScheduler jobs: each provider on its own interval with jitter, never overlapping itself.
+
+Runs inside the web process (`gpufit serve`) or alone (`gpufit worker`). With Postgres, the
+runner's advisory lock plus its "ran this interval" check make several replicas scrape each
+provider once per interval.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from datetime import datetime, timedelta
+
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from apscheduler.triggers.interval import IntervalTrigger
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.models import utcnow
+from app.scrape_runner import ScrapeRunner, interval_minutes
+from app.settings import Settings
+from scrapers.base import Scraper
+
+log = logging.getLogger("gpufit.scheduler")
+
+FIRST_RUN_SPREAD_SECONDS = 60  # stagger the first runs so startup does not fetch everything at once
+
+
+def enabled_scrapers(settings: Settings) -> list[type[Scraper]]:
+    from scrapers.registry import SCRAPERS
+
+    return [cls for name, cls in sorted(SCRAPERS.items()) if settings.provider(name).enabled]
+
+
+def build_scheduler(
+    settings: Settings,
+    runner: ScrapeRunner,
+    *,
+    first_run_at: datetime | None = None,
+) -> AsyncIOScheduler:
+    """One interval job per enabled provider; max_instances=1 so a run never overlaps itself."""
+    scheduler = AsyncIOScheduler(timezone="UTC")
+    start = first_run_at or utcnow()
+    for cls in enabled_scrapers(settings):
+        delay = random.uniform(0, FIRST_RUN_SPREAD_SECONDS) if first_run_at is None else 0
+        scheduler.add_job(
+            _job,
+            IntervalTrigger(
+                minutes=interval_minutes(cls, settings),
+                jitter=settings.interval_jitter_seconds or None,
+                start_date=start + timedelta(seconds=delay),
+            ),
+            args=[runner, cls],
+            id=f"scrape-{cls.name}",
+            name=f"scrape {cls.name}",
+            max_instances=1,
+            coalesce=True,
+            misfire_grace_time=300,
+            next_run_time=start + timedelta(seconds=delay),
+        )
+    return scheduler
+
+
+async def _job(runner: ScrapeRunner, cls: type[Scraper]) -> None:
+    try:
+        await runner.run(cls, scheduled=True)
+    except Exception:  # noqa: BLE001 - a scheduler job must never die
+        log.exception("scrape job crashed", extra={"source": cls.name})
+
+
+def start_scheduler(
+    settings: Settings, engine: Engine, session_factory: sessionmaker[Session]
+) -> AsyncIOScheduler:
+    """Start the scheduler on the running event loop (the web app's lifespan)."""
+    scheduler = build_scheduler(settings, ScrapeRunner(settings, engine, session_factory))
+    scheduler.start()
+    log.info("scheduler started", extra={"jobs": len(scheduler.get_jobs())})
+    return scheduler
+
+
+async def run_worker_forever(
+    settings: Settings,
+    engine: Engine,
+    session_factory: sessionmaker[Session],
+    *,
+    stop: asyncio.Event | None = None,
+) -> None:
+    """`gpufit worker`: run the scheduler until `stop` is set (or forever)."""
+    scheduler = start_scheduler(settings, engine, session_factory)
+    try:
+        await (stop or asyncio.Event()).wait()
+    finally:
+        scheduler.shutdown(wait=False)
