@@ -1,0 +1,88 @@
+"""Migrations build the same schema on SQLite and Postgres, matching the ORM models."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from sqlalchemy import Engine, inspect
+
+from app.db import make_engine
+from app.migrate import downgrade, upgrade
+from app.models import Base
+from tests.conftest import PG_URL
+
+
+def schema_of(engine: Engine) -> dict[str, Any]:
+    """A backend-neutral description: columns (name, generic type, nullable), indexes, uniques."""
+    insp = inspect(engine)
+    schema: dict[str, Any] = {}
+    for table in sorted(insp.get_table_names()):
+        columns = {
+            c["name"]: (type(c["type"]._type_affinity).__name__, c["nullable"])  # type: ignore[attr-defined]
+            for c in insp.get_columns(table)
+        }
+        indexes = sorted((i["name"], tuple(i["column_names"])) for i in insp.get_indexes(table))
+        uniques = sorted(tuple(u["column_names"]) for u in insp.get_unique_constraints(table))
+        fks = sorted(
+            (tuple(f["constrained_columns"]), f["referred_table"])
+            for f in insp.get_foreign_keys(table)
+        )
+        schema[table] = {"columns": columns, "indexes": indexes, "uniques": uniques, "fks": fks}
+    return schema
+
+
+def _fresh_sqlite(tmp_path: Path) -> str:
+    url = f"sqlite:///{tmp_path / 'fresh.db'}"
+    upgrade(url)
+    return url
+
+
+def test_migrated_schema_matches_models(tmp_path: Path) -> None:
+    engine = make_engine(_fresh_sqlite(tmp_path))
+    with engine.connect() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
+    engine.dispose()
+    assert diff == [], f"models and migrations disagree: {diff}"
+
+
+def test_downgrade_to_base_removes_everything(tmp_path: Path) -> None:
+    url = _fresh_sqlite(tmp_path)
+    downgrade(url, "base")
+    engine = make_engine(url)
+    assert set(inspect(engine).get_table_names()) <= {"alembic_version"}
+    engine.dispose()
+    upgrade(url)  # and back up again
+
+
+def _scratch_postgres_url() -> str:
+    """A second, empty Postgres database beside the test one, so this test owns it."""
+    from sqlalchemy import text
+    from sqlalchemy.engine import make_url
+
+    url = make_url(PG_URL)
+    scratch = f"{url.database}_migrations"
+    admin = make_engine(PG_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{scratch}" WITH (FORCE)'))
+        conn.execute(text(f'CREATE DATABASE "{scratch}"'))
+    admin.dispose()
+    return url.set(database=scratch).render_as_string(hide_password=False)
+
+
+@pytest.mark.skipif(not PG_URL, reason="set GPUFIT_TEST_DATABASE_URL to compare with Postgres")
+def test_sqlite_and_postgres_schemas_are_the_same(tmp_path: Path) -> None:
+    sqlite_engine = make_engine(_fresh_sqlite(tmp_path))
+    pg_url = _scratch_postgres_url()
+    upgrade(pg_url)
+    pg_engine = make_engine(pg_url)
+    try:
+        assert schema_of(sqlite_engine) == schema_of(pg_engine)
+        with pg_engine.connect() as conn:
+            assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
+    finally:
+        sqlite_engine.dispose()
+        pg_engine.dispose()
