@@ -67,7 +67,7 @@ def provider_statuses(
     )
     statuses = []
     for name, cls in sorted(SCRAPERS.items()):
-        if not settings.provider(name).enabled:
+        if not settings.scraper_enabled(name):
             continue
         interval = interval_minutes(cls, settings)
         run = latest.get(name)

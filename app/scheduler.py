@@ -24,13 +24,11 @@ from scrapers.base import Scraper
 
 log = logging.getLogger("gpufit.scheduler")
 
-FIRST_RUN_SPREAD_SECONDS = 60  # stagger the first runs so startup does not fetch everything at once
-
 
 def enabled_scrapers(settings: Settings) -> list[type[Scraper]]:
     from scrapers.registry import SCRAPERS
 
-    return [cls for name, cls in sorted(SCRAPERS.items()) if settings.provider(name).enabled]
+    return [cls for name, cls in sorted(SCRAPERS.items()) if settings.scraper_enabled(name)]
 
 
 def build_scheduler(
@@ -43,7 +41,8 @@ def build_scheduler(
     scheduler = AsyncIOScheduler(timezone="UTC")
     start = first_run_at or utcnow()
     for cls in enabled_scrapers(settings):
-        delay = random.uniform(0, FIRST_RUN_SPREAD_SECONDS) if first_run_at is None else 0
+        # Stagger first runs so a start does not fetch every feed in the same second.
+        delay = random.uniform(0, settings.first_run_spread_seconds)
         scheduler.add_job(
             _job,
             IntervalTrigger(

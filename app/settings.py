@@ -41,6 +41,9 @@ class Settings(BaseSettings):
     # partial: a provider outage often looks like an almost-empty but valid response.
     min_offer_fraction: float = Field(default=0.5, ge=0, le=1)
     scheduler_enabled: bool = True
+    # JSON list of scraper ids to run on the schedule, e.g. '["vastai","azure"]'; empty = all.
+    enabled_scrapers: list[str] = Field(default_factory=list)
+    first_run_spread_seconds: float = Field(default=60, ge=0)
     log_level: str = "INFO"
 
     @field_validator("database_url")
@@ -59,6 +62,12 @@ class Settings(BaseSettings):
 
     def provider(self, name: str) -> ProviderSettings:
         return self.providers.get(name, ProviderSettings())
+
+    def scraper_enabled(self, name: str) -> bool:
+        """Whether the scheduler runs `name` (its own flag and the enabled_scrapers list)."""
+        if self.enabled_scrapers and name not in self.enabled_scrapers:
+            return False
+        return self.provider(name).enabled
 
     @property
     def is_sqlite(self) -> bool:
