@@ -120,8 +120,8 @@ def parse_catalog_csv(cloud: str, text: str) -> ParseResult:
     for line_no, row in enumerate(reader, start=2):
         if line_no > MAX_ROWS:
             raise FeedFormatError(f"{cloud} vms.csv has more than {MAX_ROWS} rows")
-        if None in row:
-            raise FeedFormatError(f"{cloud} vms.csv line {line_no} has extra fields (truncated?)")
+        if None in row or None in row.values():
+            raise FeedFormatError(f"{cloud} vms.csv line {line_no} has the wrong number of fields")
         accelerator = (row.get("AcceleratorName") or "").strip()
         if not accelerator:
             continue  # CPU-only instance

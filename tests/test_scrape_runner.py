@@ -1,0 +1,136 @@
+"""The scrape runner: good scrapes ingest; every kind of failure changes nothing and is recorded."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine, func, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.models import Offer, PricePoint, ScrapeRun
+from app.scrape_runner import ScrapeRunner
+from app.settings import ProviderSettings, Settings
+from scrapers.registry import get_scraper_class
+from tests.feed_server import FeedServer, feed_server
+
+CUDO = get_scraper_class("skypilot-cudo")
+HEADER = "InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,Price,Region,GpuInfo,SpotPrice"
+ROW = (
+    'ice-lake-a40-compute_{n}x,A40,{n}.0,4,16,{price},ca-montreal-3,'
+    "\"{{'Gpus': [{{'Name': 'A40', 'Manufacturer': 'NVIDIA', 'Count': '{n}.0', "
+    "'MemoryInfo': {{'SizeInMiB': 49152}}}}], 'TotalGpuMemoryInMiB': 49152}}\","
+)
+
+
+def catalog(price: float = 0.37, rows: int = 4) -> str:
+    lines = [HEADER] + [ROW.format(n=n, price=price * n) for n in range(1, rows + 1)]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture
+def server() -> Iterator[FeedServer]:
+    with feed_server() as srv:
+        yield srv
+
+
+@pytest.fixture
+def runner(
+    database_url: str, engine: Engine, session_factory: sessionmaker[Session], server: FeedServer
+) -> ScrapeRunner:
+    settings = Settings(
+        database_url=database_url,
+        http_timeout_seconds=0.5,
+        providers={CUDO.name: ProviderSettings(url=server.url + "/cudo/vms.csv")},
+        _env_file=None,
+    )
+    return ScrapeRunner(settings, engine, session_factory)
+
+
+def snapshot(factory: sessionmaker[Session]) -> list[tuple[object, ...]]:
+    with factory() as session:
+        offers = session.execute(
+            select(Offer.instance_type, Offer.price_per_hour, Offer.active).order_by(Offer.id)
+        ).tuples()
+        points = session.scalar(select(func.count()).select_from(PricePoint))
+        return [*offers, ("history", points)]
+
+
+def runs(factory: sessionmaker[Session]) -> list[tuple[str, str | None]]:
+    with factory() as session:
+        return list(
+            session.execute(select(ScrapeRun.status, ScrapeRun.error).order_by(ScrapeRun.id))
+        )
+
+
+async def test_good_scrape_then_price_change_gives_two_history_points(
+    runner: ScrapeRunner, server: FeedServer, session_factory: sessionmaker[Session]
+) -> None:
+    server.serve("/cudo/vms.csv", catalog(0.37, rows=1), content_type="text/csv")
+    assert (await runner.run(CUDO)).status == "ok"
+    server.serve("/cudo/vms.csv", catalog(0.40, rows=1), content_type="text/csv")
+    result = await runner.run(CUDO)
+    assert (result.status, result.updated) == ("ok", 1)
+    with session_factory() as session:
+        prices = list(session.scalars(select(PricePoint.price_per_hour).order_by(PricePoint.id)))
+    assert prices == [pytest.approx(0.37), pytest.approx(0.40)]
+
+
+@pytest.mark.parametrize(
+    ("kind", "expect_status", "expect_error"),
+    [
+        ("http500", "failed", "HTTP 500"),
+        ("timeout", "failed", "timed out"),
+        ("truncated", "failed", "malformed feed"),
+        ("empty", "failed", "no offers"),
+        ("shrunk", "partial", "fewer than 50%"),
+    ],
+)
+async def test_failures_change_nothing_and_are_recorded(
+    runner: ScrapeRunner,
+    server: FeedServer,
+    session_factory: sessionmaker[Session],
+    client: TestClient,
+    kind: str,
+    expect_status: str,
+    expect_error: str,
+) -> None:
+    server.serve("/cudo/vms.csv", catalog(0.37), content_type="text/csv")
+    assert (await runner.run(CUDO)).status == "ok"
+    before = snapshot(session_factory)
+
+    good = catalog(0.99)  # a changed price that must not land
+    responses = {
+        "http500": {"body": "oops", "status": 500},
+        "timeout": {"body": good, "delay": 3.0},
+        "truncated": {"body": good[: len(good) - 40]},
+        "empty": {"body": HEADER + "\n"},
+        "shrunk": {"body": catalog(0.99, rows=1)},
+    }
+    server.serve("/cudo/vms.csv", content_type="text/csv", **responses[kind])  # type: ignore[arg-type]
+    result = await runner.run(CUDO)
+
+    assert result.status == expect_status
+    assert result.error and expect_error in result.error
+    assert snapshot(session_factory) == before
+    assert runs(session_factory)[-1] == (expect_status, result.error)
+
+    listed = {p["provider"]: p for p in client.get("/api/providers").json()["providers"]}
+    assert listed[CUDO.name]["last_status"] == expect_status
+    assert expect_error in listed[CUDO.name]["last_error"]
+    assert listed[CUDO.name]["last_success"] is not None
+
+
+async def test_one_provider_failing_does_not_touch_another(
+    runner: ScrapeRunner, server: FeedServer, session_factory: sessionmaker[Session]
+) -> None:
+    server.serve("/cudo/vms.csv", catalog(0.37), content_type="text/csv")
+    assert (await runner.run(CUDO)).status == "ok"
+    nebius = get_scraper_class("skypilot-nebius")
+    runner.settings.providers[nebius.name] = ProviderSettings(url=server.url + "/nebius/vms.csv")
+    server.serve("/nebius/vms.csv", "boom", status=503)
+    assert (await runner.run(nebius)).status == "failed"
+    with session_factory() as session:
+        active = session.scalar(select(func.count()).select_from(Offer).where(Offer.active))
+    assert active == 4
