@@ -140,3 +140,7 @@ _register_optional()
 
 def main() -> None:
     cli()
+
+
+if __name__ == "__main__":
+    main()

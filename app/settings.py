@@ -21,6 +21,11 @@ class ProviderSettings(BaseModel):
     extra_urls: dict[str, str] = Field(default_factory=dict)
 
 
+def provider_key(name: str) -> str:
+    """Settings key for a provider id: env names cannot hold '-', so skypilot-cudo = SKYPILOT_CUDO."""
+    return name.lower().replace("-", "_")
+
+
 class Settings(BaseSettings):
     """One typed settings object for the web app, the worker and the CLI."""
 
@@ -58,10 +63,10 @@ class Settings(BaseSettings):
     @field_validator("providers")
     @classmethod
     def _lowercase_ids(cls, value: dict[str, ProviderSettings]) -> dict[str, ProviderSettings]:
-        return {key.lower(): item for key, item in value.items()}
+        return {provider_key(key): item for key, item in value.items()}
 
     def provider(self, name: str) -> ProviderSettings:
-        return self.providers.get(name, ProviderSettings())
+        return self.providers.get(provider_key(name), ProviderSettings())
 
     def scraper_enabled(self, name: str) -> bool:
         """Whether the scheduler runs `name` (its own flag and the enabled_scrapers list)."""

@@ -35,6 +35,20 @@ def reset_postgres(url: str) -> None:
     engine.dispose()
 
 
+def scratch_postgres_url(suffix: str) -> str:
+    """A fresh, empty Postgres database beside the test one, for a test that needs its own."""
+    from sqlalchemy.engine import make_url
+
+    url = make_url(PG_URL)
+    scratch = f"{url.database}_{suffix}"
+    admin = make_engine(PG_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{scratch}" WITH (FORCE)'))
+        conn.execute(text(f'CREATE DATABASE "{scratch}"'))
+    admin.dispose()
+    return url.set(database=scratch).render_as_string(hide_password=False)
+
+
 @pytest.fixture(scope="session", params=BACKENDS)
 def database_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
     """A migrated, empty database URL for the whole test session, one per backend."""

@@ -13,7 +13,7 @@ from sqlalchemy import Engine, inspect
 from app.db import make_engine
 from app.migrate import downgrade, upgrade
 from app.models import Base
-from tests.conftest import PG_URL
+from tests.conftest import PG_URL, scratch_postgres_url
 
 
 def schema_of(engine: Engine) -> dict[str, Any]:
@@ -58,25 +58,10 @@ def test_downgrade_to_base_removes_everything(tmp_path: Path) -> None:
     upgrade(url)  # and back up again
 
 
-def _scratch_postgres_url() -> str:
-    """A second, empty Postgres database beside the test one, so this test owns it."""
-    from sqlalchemy import text
-    from sqlalchemy.engine import make_url
-
-    url = make_url(PG_URL)
-    scratch = f"{url.database}_migrations"
-    admin = make_engine(PG_URL, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'DROP DATABASE IF EXISTS "{scratch}" WITH (FORCE)'))
-        conn.execute(text(f'CREATE DATABASE "{scratch}"'))
-    admin.dispose()
-    return url.set(database=scratch).render_as_string(hide_password=False)
-
-
 @pytest.mark.skipif(not PG_URL, reason="set GPUFIT_TEST_DATABASE_URL to compare with Postgres")
 def test_sqlite_and_postgres_schemas_are_the_same(tmp_path: Path) -> None:
     sqlite_engine = make_engine(_fresh_sqlite(tmp_path))
-    pg_url = _scratch_postgres_url()
+    pg_url = scratch_postgres_url("migrations")
     upgrade(pg_url)
     pg_engine = make_engine(pg_url)
     try:

@@ -1,0 +1,63 @@
+"""Two `gpufit worker` processes on one Postgres scrape each provider once per interval."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from app.db import make_engine
+from app.migrate import upgrade
+from app.models import ScrapeRun
+from tests.conftest import PG_URL, scratch_postgres_url
+from tests.feed_server import feed_server
+from tests.test_scrape_runner import catalog
+
+INTERVAL_S = 6.0
+RUN_FOR_S = 21.0
+
+
+@pytest.mark.skipif(not PG_URL, reason="advisory locks need Postgres: set GPUFIT_TEST_DATABASE_URL")
+def test_two_workers_scrape_once_per_interval(repo_root: Path) -> None:
+    url = scratch_postgres_url("workers")
+    upgrade(url)
+    with feed_server() as server:
+        server.serve("/cudo/vms.csv", catalog(0.37), content_type="text/csv")
+        env = {
+            **os.environ,
+            "GPUFIT_DATABASE_URL": url,
+            "GPUFIT_ENABLED_SCRAPERS": '["skypilot-cudo"]',
+            "GPUFIT_PROVIDERS__SKYPILOT_CUDO__URL": server.url + "/cudo/vms.csv",
+            "GPUFIT_PROVIDERS__SKYPILOT_CUDO__INTERVAL_MINUTES": str(INTERVAL_S / 60),
+            "GPUFIT_INTERVAL_JITTER_SECONDS": "0",
+            "GPUFIT_FIRST_RUN_SPREAD_SECONDS": "0",
+        }
+        cmd = [sys.executable, "-m", "app.cli", "worker"]
+        workers = [
+            subprocess.Popen(cmd, env=env, cwd=repo_root, stderr=subprocess.PIPE) for _ in range(2)
+        ]
+        time.sleep(RUN_FOR_S)
+        for proc in workers:
+            proc.terminate()
+        for proc in workers:
+            proc.wait(timeout=10)
+        fetches = [hit for hit in server.hits if hit.startswith("/cudo/")]
+
+    engine = make_engine(url)
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(ScrapeRun.started_at, ScrapeRun.status).order_by(ScrapeRun.started_at)
+        ).all()
+    engine.dispose()
+    starts = [r.started_at for r in rows]
+    assert all(r.status == "ok" for r in rows), rows
+    # Both workers fire at every tick; exactly one of them runs it.
+    assert 3 <= len(rows) <= int(RUN_FOR_S / INTERVAL_S) + 1, rows
+    gaps = [(b - a).total_seconds() for a, b in zip(starts, starts[1:], strict=False)]
+    assert all(gap > INTERVAL_S * 0.7 for gap in gaps), gaps
+    assert len(fetches) == len(rows)
