@@ -13,6 +13,8 @@ from fastapi.staticfiles import StaticFiles
 
 from app.db import make_engine, make_session_factory
 from app.errors import install_error_handlers
+from app.metrics import LatencyMiddleware
+from app.security import BodySizeLimitMiddleware, SecurityHeadersMiddleware
 from app.settings import Settings, get_settings
 
 log = logging.getLogger("gpufit")
@@ -27,6 +29,7 @@ ROUTER_MODULES = (
     "app.api.estimate",
     "app.api.offers",
     "app.web.pages",
+    "app.metrics",
 )
 
 
@@ -74,6 +77,9 @@ def create_app(settings: Settings | None = None, *, scheduler: bool | None = Non
     app.state.engine = engine
     app.state.session_factory = make_session_factory(engine)
     install_error_handlers(app)
+    app.add_middleware(LatencyMiddleware)
+    app.add_middleware(BodySizeLimitMiddleware)
+    app.add_middleware(SecurityHeadersMiddleware)
     for router in _routers():
         app.include_router(router)
     if STATIC_DIR.is_dir():

@@ -20,6 +20,7 @@ from sqlalchemy import Engine, select, text, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.ingest import ScrapeRejected, check_sanity, ingest_records, last_good_count
+from app.metrics import record_scrape
 from app.models import ScrapeRun, utcnow
 from app.records import OfferRecord
 from app.settings import Settings
@@ -206,7 +207,7 @@ class ScrapeRunner:
                 stats = ingest_records(session, source=source, records=records, now=self.clock())
                 all_warnings = [*warnings, *stats.warnings]
                 self._update_run(
-                    session, run_id, "ok", None, started, seen=stats.seen, added=stats.added,
+                    session, run_id, source, "ok", None, started, seen=stats.seen, added=stats.added,
                     updated=stats.updated, removed=stats.removed, warnings=all_warnings,
                 )
         except _Rejected as rejected:
@@ -228,6 +229,7 @@ class ScrapeRunner:
         self,
         session: Session,
         run_id: int,
+        source: str,
         status: str,
         error: str | None,
         started: float,
@@ -238,7 +240,7 @@ class ScrapeRunner:
         removed: int = 0,
         warnings: list[str] | None = None,
     ) -> None:
-        del started  # duration is finished_at - started_at
+        record_scrape(source, status, time.monotonic() - started)
         session.execute(
             update(ScrapeRun)
             .where(ScrapeRun.id == run_id)
@@ -260,7 +262,7 @@ class ScrapeRunner:
         log.warning("scrape %s: %s", status, error, extra={"source": source})
         try:
             with self.sessions.begin() as session:
-                self._update_run(session, run_id, status, error, started)
+                self._update_run(session, run_id, source, status, error, started)
         except Exception:  # noqa: BLE001 - the database itself may be down; the log keeps it
             log.exception("could not record the failed run", extra={"source": source})
         return RunResult(source=source, status=status, error=error, run_id=run_id)

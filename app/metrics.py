@@ -1,0 +1,71 @@
+"""Prometheus metrics: scrape runs, scrape duration, offers per provider, request latency.
+
+Each uvicorn worker process keeps its own counters; scrape counters live in whichever process
+ran the scrape, so scrape Prometheus every replica.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+
+from fastapi import APIRouter, Request, Response
+from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
+from sqlalchemy import func, select
+from starlette.middleware.base import BaseHTTPMiddleware
+
+from app.deps import SessionDep
+from app.models import Offer
+
+SCRAPE_RUNS = Counter(
+    "gpufit_scrape_runs_total", "Scrape runs by provider and outcome", ["provider", "status"]
+)
+SCRAPE_DURATION = Histogram(
+    "gpufit_scrape_duration_seconds",
+    "Wall time of a scrape run",
+    ["provider"],
+    buckets=(0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600),
+)
+OFFERS = Gauge("gpufit_offers_active", "Active offers per provider", ["provider"])
+REQUEST_LATENCY = Histogram(
+    "gpufit_http_request_duration_seconds",
+    "HTTP request latency by route template",
+    ["method", "route", "status"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.25, 0.5, 1, 2.5, 5),
+)
+
+router = APIRouter()
+
+
+@router.get("/metrics", include_in_schema=False)
+def metrics(session: SessionDep) -> Response:
+    """Prometheus text exposition."""
+    counts = session.execute(
+        select(Offer.provider_id, func.count()).where(Offer.active.is_(True)).group_by(
+            Offer.provider_id
+        )
+    ).tuples()
+    for provider, count in counts:
+        OFFERS.labels(provider=provider).set(count)
+    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+
+def record_scrape(provider: str, status: str, seconds: float) -> None:
+    SCRAPE_RUNS.labels(provider=provider, status=status).inc()
+    SCRAPE_DURATION.labels(provider=provider).observe(seconds)
+
+
+class LatencyMiddleware(BaseHTTPMiddleware):
+    """Time each request under its route template (not the raw path: ids would explode labels)."""
+
+    async def dispatch(
+        self, request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        start = time.perf_counter()
+        response = await call_next(request)
+        route = request.scope.get("route")
+        template = getattr(route, "path", "unmatched")
+        REQUEST_LATENCY.labels(
+            method=request.method, route=template, status=str(response.status_code)
+        ).observe(time.perf_counter() - start)
+        return response
