@@ -20,7 +20,9 @@ from app.db import make_engine, make_session_factory
 from app.main import create_app
 from app.migrate import upgrade
 from app.models import Base
-from app.settings import Settings
+from app.scrape_runner import ScrapeRunner
+from app.settings import ProviderSettings, Settings
+from tests.feed_server import FeedServer, feed_server
 
 PG_URL = os.environ.get("GPUFIT_TEST_DATABASE_URL", "")
 BACKENDS = ["sqlite", "postgres"] if PG_URL else ["sqlite"]
@@ -126,6 +128,26 @@ def sample_loaded(session_factory: sessionmaker[Session]) -> int:
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def server() -> Iterator[FeedServer]:
+    with feed_server() as srv:
+        yield srv
+
+
+@pytest.fixture
+def runner(
+    database_url: str, engine: Engine, session_factory: sessionmaker[Session], server: FeedServer
+) -> ScrapeRunner:
+    settings = Settings(
+        database_url=database_url,
+        http_timeout_seconds=0.5,
+        providers={"skypilot-cudo": ProviderSettings(url=server.url + "/cudo/vms.csv")},
+        _env_file=None,
+    )
+    return ScrapeRunner(settings, engine, session_factory)
+
 
 
 def metadata_of(engine: Engine) -> MetaData:

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import Engine, func, select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.models import Offer, PricePoint, ScrapeRun
 from app.scrape_runner import ScrapeRunner
-from app.settings import ProviderSettings, Settings
+from app.settings import ProviderSettings
 from scrapers.registry import get_scraper_class
-from tests.feed_server import FeedServer, feed_server
+from tests.feed_server import FeedServer
 
 CUDO = get_scraper_class("skypilot-cudo")
 HEADER = "InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,Price,Region,GpuInfo,SpotPrice"
@@ -27,25 +25,6 @@ ROW = (
 def catalog(price: float = 0.37, rows: int = 4) -> str:
     lines = [HEADER] + [ROW.format(n=n, price=price * n) for n in range(1, rows + 1)]
     return "\n".join(lines) + "\n"
-
-
-@pytest.fixture
-def server() -> Iterator[FeedServer]:
-    with feed_server() as srv:
-        yield srv
-
-
-@pytest.fixture
-def runner(
-    database_url: str, engine: Engine, session_factory: sessionmaker[Session], server: FeedServer
-) -> ScrapeRunner:
-    settings = Settings(
-        database_url=database_url,
-        http_timeout_seconds=0.5,
-        providers={CUDO.name: ProviderSettings(url=server.url + "/cudo/vms.csv")},
-        _env_file=None,
-    )
-    return ScrapeRunner(settings, engine, session_factory)
 
 
 def snapshot(factory: sessionmaker[Session]) -> list[tuple[object, ...]]:

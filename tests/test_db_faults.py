@@ -1,0 +1,47 @@
+"""The database going away mid-scrape loses nothing: the transaction rolls back whole."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import Session, sessionmaker
+
+import app.scrape_runner as runner_module
+from app.ingest import ingest_records
+from app.scrape_runner import ScrapeRunner
+from tests.feed_server import FeedServer
+from tests.test_scrape_runner import CUDO, catalog, runs, snapshot
+
+
+async def test_connection_killed_mid_ingest(
+    runner: ScrapeRunner,
+    server: FeedServer,
+    session_factory: sessionmaker[Session],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    server.serve("/cudo/vms.csv", catalog(0.37), content_type="text/csv")
+    assert (await runner.run(CUDO)).status == "ok"
+    before = snapshot(session_factory)
+
+    def ingest_then_lose_the_database(session: Session, **kwargs: Any) -> Any:
+        stats = ingest_records(session, **kwargs)  # the writes are done, not yet committed
+        if session.bind is not None and session.get_bind().dialect.name == "postgresql":
+            # The server kills our own backend, as a failover or an admin would.
+            session.execute(text("SELECT pg_terminate_backend(pg_backend_pid())"))
+        del stats
+        raise OperationalError("COMMIT", {}, Exception("server closed the connection"))
+
+    monkeypatch.setattr(runner_module, "ingest_records", ingest_then_lose_the_database)
+    server.serve("/cudo/vms.csv", catalog(0.99), content_type="text/csv")
+    result = await runner.run(CUDO)
+
+    assert result.status == "failed"
+    assert result.error and "OperationalError" in result.error
+    assert snapshot(session_factory) == before
+    assert runs(session_factory)[-1][0] == "failed"
+
+    monkeypatch.undo()
+    assert (await runner.run(CUDO)).status == "ok"  # and the next scrape recovers
