@@ -49,7 +49,7 @@ def provider_statuses(
             select(ScrapeRun.source, func.max(ScrapeRun.finished_at))
             .where(ScrapeRun.status == "ok")
             .group_by(ScrapeRun.source)
-        ).tuples()
+        )
     )
     latest_ids = (
         select(func.max(ScrapeRun.id)).group_by(ScrapeRun.source).scalar_subquery()
@@ -63,7 +63,7 @@ def provider_statuses(
             select(Offer.source, func.count())
             .where(Offer.active.is_(True))
             .group_by(Offer.source)
-        ).tuples()
+        )
     )
     statuses = []
     for name, cls in sorted(SCRAPERS.items()):

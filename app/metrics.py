@@ -44,7 +44,7 @@ def metrics(session: SessionDep) -> Response:
         select(Offer.provider_id, func.count()).where(Offer.active.is_(True)).group_by(
             Offer.provider_id
         )
-    ).tuples()
+    )
     for provider, count in counts:
         OFFERS.labels(provider=provider).set(count)
     return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)

@@ -9,19 +9,22 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
-from sqlalchemy import Engine, MetaData, text
+from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import make_engine, make_session_factory
 from app.main import create_app
 from app.migrate import upgrade
 from app.models import Base
-from app.scrape_runner import ScrapeRunner
 from app.settings import ProviderSettings, Settings
+
+if TYPE_CHECKING:
+    from app.scrape_runner import ScrapeRunner
 from tests.feed_server import FeedServer, feed_server
 
 PG_URL = os.environ.get("GPUFIT_TEST_DATABASE_URL", "")
@@ -140,6 +143,8 @@ def server() -> Iterator[FeedServer]:
 def runner(
     database_url: str, engine: Engine, session_factory: sessionmaker[Session], server: FeedServer
 ) -> ScrapeRunner:
+    from app.scrape_runner import ScrapeRunner
+
     settings = Settings(
         database_url=database_url,
         http_timeout_seconds=0.5,
@@ -148,9 +153,3 @@ def runner(
     )
     return ScrapeRunner(settings, engine, session_factory)
 
-
-
-def metadata_of(engine: Engine) -> MetaData:
-    meta = MetaData()
-    meta.reflect(engine)
-    return meta

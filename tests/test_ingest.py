@@ -40,7 +40,7 @@ def history(session: Session) -> list[tuple[str, float | None]]:
         select(Offer.instance_type, PricePoint.price_per_hour)
         .join(PricePoint, PricePoint.offer_id == Offer.id)
         .order_by(PricePoint.observed_at, PricePoint.id)
-    ).tuples()
+    )
     return list(rows)
 
 

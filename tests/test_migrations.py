@@ -22,10 +22,16 @@ def schema_of(engine: Engine) -> dict[str, Any]:
     schema: dict[str, Any] = {}
     for table in sorted(insp.get_table_names()):
         columns = {
-            c["name"]: (type(c["type"]._type_affinity).__name__, c["nullable"])  # type: ignore[attr-defined]
+            c["name"]: (c["type"]._type_affinity.__name__, c["nullable"])  # type: ignore[attr-defined]
             for c in insp.get_columns(table)
         }
-        indexes = sorted((i["name"], tuple(i["column_names"])) for i in insp.get_indexes(table))
+        # Postgres also reports the index behind each unique constraint; those are compared
+        # as uniques below.
+        indexes = sorted(
+            (i["name"], tuple(i["column_names"]))
+            for i in insp.get_indexes(table)
+            if not i.get("duplicates_constraint")
+        )
         uniques = sorted(tuple(u["column_names"]) for u in insp.get_unique_constraints(table))
         fks = sorted(
             (tuple(f["constrained_columns"]), f["referred_table"])

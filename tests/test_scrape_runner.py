@@ -31,7 +31,7 @@ def snapshot(factory: sessionmaker[Session]) -> list[tuple[object, ...]]:
     with factory() as session:
         offers = session.execute(
             select(Offer.instance_type, Offer.price_per_hour, Offer.active).order_by(Offer.id)
-        ).tuples()
+        )
         points = session.scalar(select(func.count()).select_from(PricePoint))
         return [*offers, ("history", points)]
 
