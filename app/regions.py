@@ -63,7 +63,7 @@ def continent_for_region(region: str) -> str | None:
     for part in parts:
         if part.upper() in _COUNTRY_TO_CONTINENT:
             return _COUNTRY_TO_CONTINENT[part.upper()]
-    lowered = text.lower()
+    lowered = text.lower().replace("_", "-")  # "UTAH_USA": make words separable
     for pattern, continent in _PATTERNS:
         if re.search(pattern, lowered):
             return continent
