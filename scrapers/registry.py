@@ -1,0 +1,23 @@
+"""Every scraper by registry id; the scheduler, CLI and freshness page read this table."""
+
+from __future__ import annotations
+
+from scrapers.base import Scraper
+from scrapers.skypilot import skypilot_scrapers
+
+_DIRECT: tuple[type[Scraper], ...] = ()
+
+# skypilot-<cloud> fallbacks (scrapers/skypilot.py) cover clouds without a direct scraper.
+SCRAPERS: dict[str, type[Scraper]] = {
+    **{cls.name: cls for cls in _DIRECT},
+    **skypilot_scrapers(),
+}
+
+
+def get_scraper_class(name: str) -> type[Scraper]:
+    """The scraper class for a registry id; KeyError listing the known ids otherwise."""
+    try:
+        return SCRAPERS[name.strip().lower()]
+    except KeyError:
+        known = ", ".join(sorted(SCRAPERS))
+        raise KeyError(f"unknown provider {name!r}; known providers: {known}") from None
