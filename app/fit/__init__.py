@@ -2,14 +2,21 @@
 
 from app.fit.estimate import MemoryEstimate, estimate_memory
 from app.fit.memory import MemoryBreakdown
-from app.fit.presets import ModelArch
+from app.fit.offers import OfferFacts, OfferFit, assess_offer
+from app.fit.presets import ModelArch, preset_ids
+from app.fit.ranking import rank_key
 from app.fit.workload import Workload, resolve_model
 
 __all__ = [
     "MemoryBreakdown",
     "MemoryEstimate",
     "ModelArch",
+    "OfferFacts",
+    "OfferFit",
     "Workload",
+    "assess_offer",
     "estimate_memory",
+    "preset_ids",
+    "rank_key",
     "resolve_model",
 ]
