@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from scrapers.azure import AzureScraper
 from scrapers.base import Scraper
 from scrapers.skypilot import skypilot_scrapers
 
-_DIRECT: tuple[type[Scraper], ...] = ()
+_DIRECT: tuple[type[Scraper], ...] = (
+    AzureScraper,
+)
 
 # skypilot-<cloud> fallbacks (scrapers/skypilot.py) cover clouds without a direct scraper.
 SCRAPERS: dict[str, type[Scraper]] = {
