@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import math
 
+from app.fit.memory import lora_adapter_params
 from app.fit.presets import ModelArch
 from app.fit.workload import Workload
-from app.fit.memory import lora_adapter_params
 
 MFU_HBM = 0.40
 MFU_GDDR = 0.30

@@ -64,7 +64,10 @@ def explain_fit(fit: OfferFit, offer: OfferFacts, *, auto_zero3: bool, sharding:
     if offer.availability in ("limited", "out"):
         parts.append(AVAILABILITY_TEXT[offer.availability])
     if fit.est_hours is not None:
-        cost = f", ${fit.est_total_cost:,.2f}" if fit.est_total_cost is not None else ", price unknown"
+        cost = (
+            f", ${fit.est_total_cost:,.2f}" if fit.est_total_cost is not None
+            else ", price unknown"
+        )
         parts.append(f"est. {fit.est_hours:.1f} h{cost}")
     else:
         parts.append("speed unknown")

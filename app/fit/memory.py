@@ -134,7 +134,8 @@ def logits_bytes(arch: ModelArch, tokens: int) -> float:
 
 def lora_adapter_params(arch: ModelArch, rank: int, targets: str = "all") -> float:
     """Adapter parameters: r·(d_in + d_out) for each targeted matrix in every layer."""
-    h, hq, hkv, i = arch.hidden, arch.heads * arch.head_dim, arch.kv_heads * arch.head_dim, arch.intermediate
+    h, i = arch.hidden, arch.intermediate
+    hq, hkv = arch.heads * arch.head_dim, arch.kv_heads * arch.head_dim
     q, k, v, o = h + hq, h + hkv, h + hkv, hq + h
     per_layer = {"qv": q + v, "attention": q + k + v + o}.get(targets)
     if per_layer is None:
@@ -153,7 +154,7 @@ def base_weight_bytes(arch: ModelArch, method: str, precision: str) -> float:
 
 @dataclass(frozen=True)
 class MemoryBreakdown:
-    """Per-GPU memory in GiB by component; `overhead_gib` = context + NCCL + ZeRO-3 buffers + frag."""
+    """Per-GPU GiB by component; `overhead_gib` = context + NCCL + ZeRO-3 buffers + frag."""
 
     weights_gib: float
     gradients_gib: float
@@ -190,7 +191,9 @@ class MemoryBreakdown:
         return {k: round(v, 3) for k, v in asdict(self).items()}
 
 
-def per_gpu_breakdown(workload: Workload, arch: ModelArch, gpus: int, sharding: str) -> MemoryBreakdown:
+def per_gpu_breakdown(
+    workload: Workload, arch: ModelArch, gpus: int, sharding: str
+) -> MemoryBreakdown:
     """Memory on one of `gpus` data-parallel GPUs under ZeRO stage `sharding`."""
     w_div, g_div, o_div = zero_divisors(sharding, gpus)
     pb = bytes_per_param(workload.precision, workload.optimizer, pure_16bit=workload.pure_16bit)

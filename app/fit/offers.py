@@ -10,7 +10,7 @@ memory and at their fraction for throughput.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from app.fit.cost import (
     FAST_NETWORKS,
@@ -173,8 +173,8 @@ def assess_offer(
     return _with_explanation(fit, offer, auto_zero3, sharding)
 
 
-def _with_explanation(fit: OfferFit, offer: OfferFacts, auto_zero3: bool, sharding: str) -> OfferFit:
-    from dataclasses import replace
-
+def _with_explanation(
+    fit: OfferFit, offer: OfferFacts, auto_zero3: bool, sharding: str
+) -> OfferFit:
     return replace(fit, explanation=explain_fit(fit, offer, auto_zero3=auto_zero3,
                                                 sharding=sharding))

@@ -1,0 +1,74 @@
+"""Parse the workload query parameters shared by /api/estimate and the offers endpoint.
+
+`WorkloadQuery` is an optional dependency (None when neither `model` nor `params_b` is given);
+`RequiredWorkloadQuery` insists on one. Validation errors, including cross-field ones, come back
+as FastAPI 422s whose `loc` is ["query", "<field>"].
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import Depends, Query
+from fastapi.exceptions import RequestValidationError
+from pydantic import ValidationError
+
+from app.fit.workload import Method, Optimizer, Precision, Sharding, Workload
+
+
+def _query_errors(exc: ValidationError) -> list[dict[str, Any]]:
+    errors = []
+    for err in exc.errors(include_url=False):
+        loc = tuple(err.get("loc", ()))
+        ctx = err.get("ctx") or {}
+        field = str(loc[0]) if loc else str(ctx.get("field", "model"))
+        errors.append({"type": err["type"], "loc": ("query", field), "msg": err["msg"],
+                       "input": err.get("input") if loc else None})
+    return errors
+
+
+def workload_from_query(**params: Any) -> Workload:
+    """Build a Workload from query values (None = default); raise RequestValidationError."""
+    try:
+        return Workload(**{k: v for k, v in params.items() if v is not None})
+    except ValidationError as exc:
+        raise RequestValidationError(_query_errors(exc)) from exc
+
+
+def workload_query(
+    model: Annotated[str | None, Query(description="preset model id, e.g. llama-3.1-8b")] = None,
+    params_b: Annotated[float | None, Query(description="model size in billions")] = None,
+    method: Method = "lora",
+    precision: Precision = "bf16",
+    optimizer: Optimizer = "adamw",
+    batch_size: int = 1,
+    seq_len: int = 2048,
+    grad_checkpointing: bool = True,
+    lora_rank: int = 16,
+    sharding: Sharding = "none",
+    gpus: int = 1,
+    tokens: Annotated[float | None, Query(description="tokens to train on")] = None,
+) -> Workload | None:
+    """Optional workload: None when neither model nor params_b is present."""
+    if (model is None or not model.strip()) and params_b is None:
+        return None
+    return workload_from_query(
+        model=model, params_b=params_b, method=method, precision=precision,
+        optimizer=optimizer, batch_size=batch_size, seq_len=seq_len,
+        grad_checkpointing=grad_checkpointing, lora_rank=lora_rank, sharding=sharding,
+        gpus=gpus, tokens=tokens,
+    )
+
+
+def required_workload(workload: Annotated[Workload | None, Depends(workload_query)]) -> Workload:
+    """The workload, or a 422 on `model` when neither model nor params_b is given."""
+    if workload is None:
+        raise RequestValidationError([{
+            "type": "missing", "loc": ("query", "model"), "input": None,
+            "msg": "give a preset model id (model) or a size in billions (params_b)",
+        }])
+    return workload
+
+
+WorkloadQuery = Annotated[Workload | None, Depends(workload_query)]
+RequiredWorkloadQuery = Annotated[Workload, Depends(required_workload)]
