@@ -5,9 +5,11 @@ from __future__ import annotations
 from scrapers.azure import AzureScraper
 from scrapers.base import Scraper
 from scrapers.skypilot import skypilot_scrapers
+from scrapers.vastai import VastaiScraper
 
 _DIRECT: tuple[type[Scraper], ...] = (
     AzureScraper,
+    VastaiScraper,
 )
 
 # skypilot-<cloud> fallbacks (scrapers/skypilot.py) cover clouds without a direct scraper.
