@@ -16,9 +16,10 @@ from app.fit.workload import Workload
 def _table(data: dict[str, object]) -> str:
     bd = data["breakdown"]
     assert isinstance(bd, dict)
-    lines = [f"{data['model_name']} ({data['params_b']}B)", f"{'component':24} {'GiB':>9}"]
-    lines += [f"{k.removesuffix('_gib'):24} {v:9.2f}" for k, v in bd.items()]
-    lines.append(f"{'per GPU total':24} {data['per_gpu_gib']:9.2f}")
+    lines = [f"{data['model_name']} ({data['params_b']}B)", f"{'component':26} {'GiB':>7}"]
+    labels = {"overhead_gib": "overhead (buffer+frag+ctx)"}
+    lines += [f"{labels.get(k, k.removesuffix('_gib')):26} {v:7.2f}" for k, v in bd.items()]
+    lines.append(f"{'per GPU total':26} {data['per_gpu_gib']:7.2f}")
     fits = data["fits_gpu_gib"]
     lines.append(f"fits card: {f'{fits} GB' if fits else 'none (too large)'}")
     lines.append(f"smallest layout: {data['gpus_needed']} GPU(s), {data['topology']}"

@@ -16,6 +16,13 @@ from pydantic import ValidationError
 from app.fit.workload import Method, Optimizer, Precision, Sharding, Workload
 
 
+def _echo(value: Any) -> str | int | bool | None:
+    # Echo the offending input as text: nan/inf floats are not valid JSON.
+    if value is None or isinstance(value, bool | int):
+        return value
+    return str(value)[:100]
+
+
 def _query_errors(exc: ValidationError) -> list[dict[str, Any]]:
     errors = []
     for err in exc.errors(include_url=False):
@@ -23,7 +30,7 @@ def _query_errors(exc: ValidationError) -> list[dict[str, Any]]:
         ctx = err.get("ctx") or {}
         field = str(loc[0]) if loc else str(ctx.get("field", "model"))
         errors.append({"type": err["type"], "loc": ("query", field), "msg": err["msg"],
-                       "input": err.get("input") if loc else None})
+                       "input": _echo(err.get("input")) if loc else None})
     return errors
 
 

@@ -28,7 +28,7 @@ PRETRAIN_TOKENS_PER_PARAM = 20.0
 class Workload(BaseModel):
     """A validated job description; every error names the offending field."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     model: str | None = None
     params_b: float | None = Field(default=None, gt=0, le=10_000)

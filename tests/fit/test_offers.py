@@ -1,0 +1,170 @@
+"""Offer assessment: fit by offer GPU count, billing rounding, spot overhead, ranking."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from app.fit import OfferFacts, Workload, assess_offer, estimate_memory, rank_key
+from app.fit.cost import (
+    SPOT_INTERRUPTIONS_PER_HOUR,
+    assumed_mfu,
+    billed_hours,
+    flops_per_token,
+    spot_overhead_hours,
+)
+from app.fit.presets import get_preset
+
+H100 = OfferFacts(
+    gpu_count=8, vram_gib_per_gpu=79.6, bf16_tflops=989.0, fp16_tflops=989.0,
+    memory_type="HBM3", interconnect="nvswitch", nvlink_gbps=900.0, network="infiniband",
+    network_gbps=3200.0, billing="second", price_per_hour=24.0, spot_price_per_hour=12.0,
+    spot=False, availability="in_stock",
+)
+
+
+def test_flops_per_token() -> None:
+    arch = get_preset("llama-3.1-8b")
+    n = arch.params
+    assert flops_per_token(Workload(model="llama-3.1-8b", method="full",
+                                    grad_checkpointing=False), arch) == 6 * n
+    assert flops_per_token(Workload(model="llama-3.1-8b", method="full"), arch) == 8 * n
+    lora = flops_per_token(Workload(model="llama-3.1-8b", method="lora",
+                                    grad_checkpointing=False), arch)
+    assert 4 * n < lora < 4.1 * n
+
+
+def test_moe_flops_use_active_params() -> None:
+    arch = get_preset("mixtral-8x7b")
+    w = Workload(model="mixtral-8x7b", method="full", grad_checkpointing=False)
+    assert flops_per_token(w, arch) == 6 * arch.active_params
+
+
+def test_billing_rounding() -> None:
+    assert billed_hours(0.2, "hour") == 1.0
+    assert billed_hours(0.2, "unknown") == 1.0
+    assert billed_hours(1.01, "hour") == 2.0
+    assert billed_hours(0.2, "minute") == pytest.approx(12 / 60)
+    assert billed_hours(0.2001, "minute") == pytest.approx(13 / 60)
+    assert billed_hours(0.5, "second") == pytest.approx(0.5)
+    assert billed_hours(1.0, "hour") == 1.0
+
+
+def test_spot_overhead() -> None:
+    assert spot_overhead_hours(10.0) == pytest.approx(
+        10.0 * SPOT_INTERRUPTIONS_PER_HOUR * (0.25 + 10 / 60)
+    )
+    w = Workload(model="llama-3.1-8b", method="qlora")
+    est = estimate_memory(w)
+    one = replace(H100, gpu_count=1)
+    on_demand = assess_offer(w, est, one)
+    spot = assess_offer(w, est, one, use_spot=True)
+    assert on_demand.est_hours is not None and spot.est_hours is not None
+    assert spot.est_hours == pytest.approx(on_demand.est_hours + spot_overhead_hours(
+        on_demand.est_hours))
+    assert spot.est_total_cost is not None and on_demand.est_total_cost is not None
+    assert spot.est_total_cost < on_demand.est_total_cost  # half price beats +2% time
+    assert "spot" in spot.explanation
+
+
+def test_mfu_assumptions() -> None:
+    kw = {"method": "full", "network": "none"}
+    assert assumed_mfu(gpus=1, memory_type="HBM3", interconnect="unknown", **kw) == 0.40
+    assert assumed_mfu(gpus=1, memory_type="GDDR6X", interconnect="unknown", **kw) == 0.30
+    assert assumed_mfu(gpus=8, memory_type="HBM3", interconnect="pcie", **kw) == pytest.approx(
+        0.24)
+    assert assumed_mfu(gpus=1, memory_type="HBM3", interconnect="unknown", method="qlora",
+                       network="none") == pytest.approx(0.28)
+
+
+def test_uses_offer_gpu_count() -> None:
+    w = Workload(model="llama-3.1-8b", method="full", sharding="zero3", gpus=8)
+    est = estimate_memory(w)
+    assert assess_offer(w, est, H100).fits
+    single = assess_offer(w, est, replace(H100, gpu_count=1))
+    assert not single.fits
+    assert single.reason and "GiB" in single.reason
+    assert single.explanation.startswith("does not fit")
+
+
+def test_auto_zero3_when_unsharded_job_does_not_fit() -> None:
+    w = Workload(model="llama-3.1-8b", method="full")
+    fit = assess_offer(w, estimate_memory(w), H100)
+    assert fit.fits and fit.sharding_used == "zero3"
+    assert "zero3" in fit.explanation
+
+
+def test_unknown_vram_not_dropped() -> None:
+    w = Workload(model="llama-3.1-8b", method="qlora")
+    fit = assess_offer(w, estimate_memory(w), replace(H100, vram_gib_per_gpu=None))
+    assert not fit.fits and fit.reason == "VRAM per GPU unknown"
+
+
+def test_explanation_shape() -> None:
+    w = Workload(model="llama-3.1-8b", method="full", tokens=50e6)
+    fit = assess_offer(w, estimate_memory(w), H100)
+    assert fit.explanation.startswith("fits with ")
+    assert "NVSwitch 900 GB/s" in fit.explanation
+    assert "per-second billing" in fit.explanation
+    assert "est. " in fit.explanation and "$" in fit.explanation
+    assert fit.cost_per_m_tokens == pytest.approx(fit.est_total_cost / 50)  # type: ignore[operator]
+
+
+def test_pcie_ranks_below_nvlink_at_equal_price() -> None:
+    w = Workload(model="llama-3.1-8b", method="full", sharding="zero3", gpus=4)
+    est = estimate_memory(w)
+    nvlink = replace(H100, gpu_count=4, interconnect="nvlink", billing="hour")
+    pcie = replace(nvlink, interconnect="pcie", nvlink_gbps=None)
+    fits = [assess_offer(w, est, pcie), assess_offer(w, est, nvlink)]
+    ranked = sorted(fits, key=rank_key)
+    assert ranked[0] is fits[1]
+    assert "bottleneck" in fits[0].factors["interconnect"]
+
+
+def test_pcie_ranks_below_nvlink_even_when_cost_ties() -> None:
+    w = Workload(model="llama-3.1-8b", method="full", sharding="zero3", gpus=4, tokens=1e6)
+    est = estimate_memory(w)
+    nvlink = replace(H100, gpu_count=4, interconnect="nvlink", billing="hour")
+    pcie = replace(nvlink, interconnect="pcie")
+    a, b = assess_offer(w, est, pcie), assess_offer(w, est, nvlink)
+    assert a.est_total_cost == b.est_total_cost  # both round up to one hour
+    assert sorted([a, b], key=rank_key)[0] is b
+
+
+def test_per_second_beats_hourly_for_short_job() -> None:
+    w = Workload(model="llama-3.2-1b", method="lora")
+    est = estimate_memory(w)
+    base = replace(H100, gpu_count=1)
+    flops_h = assess_offer(w, est, replace(base, billing="second")).est_hours
+    assert flops_h is not None
+    # Scale tokens so the job runs ~20 minutes on this card.
+    w20 = Workload(model="llama-3.2-1b", method="lora", tokens=100e6 * (1 / 3) / flops_h)
+    est20 = estimate_memory(w20)
+    per_second = assess_offer(w20, est20, replace(base, billing="second"))
+    hourly = assess_offer(w20, est20, replace(base, billing="hour"))
+    assert per_second.est_hours == pytest.approx(1 / 3, rel=1e-3)
+    assert hourly.billed_hours == 1.0
+    ranked = sorted([hourly, per_second], key=rank_key)
+    assert ranked[0] is per_second
+    assert per_second.est_total_cost == pytest.approx(24.0 / 3, rel=1e-3)
+
+
+def test_non_fitting_ranks_last() -> None:
+    w = Workload(model="llama-3.1-70b", method="qlora")
+    est = estimate_memory(w)
+    small = replace(H100, gpu_count=1, vram_gib_per_gpu=22.5, price_per_hour=0.1)
+    big = replace(H100, gpu_count=1)
+    fits = sorted([assess_offer(w, est, small), assess_offer(w, est, big)], key=rank_key)
+    assert fits[0].fits and not fits[1].fits
+
+
+def test_multi_node_needs_fast_network() -> None:
+    w = Workload(model="llama-3.1-70b", method="full", sharding="zero3", gpus=16)
+    est = estimate_memory(w)
+    cluster = replace(H100, gpu_count=16)
+    ib = assess_offer(w, est, cluster)
+    eth = assess_offer(w, est, replace(cluster, network="ethernet"))
+    assert ib.fits and eth.fits
+    assert "bottleneck" in eth.factors["network"]
+    assert sorted([eth, ib], key=rank_key)[0] is ib
