@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from scrapers.azure import AzureScraper
 from scrapers.base import Scraper
+from scrapers.lambdalabs import LambdalabsScraper
 from scrapers.skypilot import skypilot_scrapers
 from scrapers.vastai import VastaiScraper
 
 _DIRECT: tuple[type[Scraper], ...] = (
     AzureScraper,
+    LambdalabsScraper,
     VastaiScraper,
 )
 

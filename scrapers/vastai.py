@@ -15,7 +15,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from app.gpus.normalize import normalize_gpu_name
-from app.records import Availability, Interconnect, Network
+from app.records import Availability, Interconnect, Network, OfferRecord
 from scrapers.base import FeedFormatError, ParseResult, RawPage
 from scrapers.http import HttpScraper, build_record, dedupe, load_json, post_json_text
 
@@ -92,7 +92,7 @@ class VastaiScraper(HttpScraper):
         result.records = dedupe(records, result.warnings)
         return result
 
-    def _record(self, offer: _Offer, warnings: list[str]) -> Any:
+    def _record(self, offer: _Offer, warnings: list[str]) -> OfferRecord | None:
         vram = offer.gpu_ram / 1024 if offer.gpu_ram else None
         available = offer.rentable and not offer.rented
         ram = None
