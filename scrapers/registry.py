@@ -5,12 +5,14 @@ from __future__ import annotations
 from scrapers.azure import AzureScraper
 from scrapers.base import Scraper
 from scrapers.lambdalabs import LambdalabsScraper
+from scrapers.runpod import RunpodScraper
 from scrapers.skypilot import skypilot_scrapers
 from scrapers.vastai import VastaiScraper
 
 _DIRECT: tuple[type[Scraper], ...] = (
     AzureScraper,
     LambdalabsScraper,
+    RunpodScraper,
     VastaiScraper,
 )
 

@@ -1,0 +1,148 @@
+"""RunPod GPU types over GraphQL: per-GPU prices for Secure and Community Cloud, stock levels.
+
+Each GPU type becomes one instance type per cloud ("secure" / "community") and GPU count
+(1, 2, 4, 8 up to maxGpuCount), priced linearly per GPU. `stockStatus` is queried for one GPU
+without a data center (RunPod-wide), so region is "any"; a count above `maxUnreservedGpuCount`
+or not in `availableGpuCounts` is OUT.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import httpx
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from app.gpus.normalize import normalize_gpu_name
+from app.records import Availability, OfferRecord
+from scrapers.base import FeedFormatError, MissingApiKey, ParseResult, RawPage
+from scrapers.http import HttpScraper, build_record, dedupe, load_json, post_json_text
+
+_LOWEST = (
+    "{ stockStatus maxUnreservedGpuCount availableGpuCounts minimumBidPrice uninterruptablePrice }"
+)
+QUERY = (
+    "query GpuTypes { gpuTypes { id displayName manufacturer memoryInGb secureCloud "
+    "communityCloud maxGpuCount securePrice communityPrice secureSpotPrice communitySpotPrice "
+    f"secure: lowestPrice(input: {{gpuCount: 1, secureCloud: true}}) {_LOWEST} "
+    f"community: lowestPrice(input: {{gpuCount: 1, secureCloud: false}}) {_LOWEST} }} }}"
+)
+COUNTS = (1, 2, 4, 8)
+REGION = "any"
+_STOCK = {
+    "high": Availability.IN_STOCK,
+    "medium": Availability.LIMITED,
+    "low": Availability.LIMITED,
+}
+
+
+class _Lowest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    stockStatus: str | None = None
+    maxUnreservedGpuCount: int | None = None
+    availableGpuCounts: list[int] | None = None
+
+
+class _GpuType(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    id: str
+    displayName: str = ""
+    memoryInGb: float | None = None
+    secureCloud: bool = False
+    communityCloud: bool = False
+    maxGpuCount: int = 1
+    securePrice: float | None = None
+    communityPrice: float | None = None
+    secureSpotPrice: float | None = None
+    communitySpotPrice: float | None = None
+    secure: _Lowest | None = None
+    community: _Lowest | None = None
+
+
+def _availability(lowest: _Lowest | None, count: int) -> tuple[Availability, int | None]:
+    if lowest is None:
+        return Availability.UNKNOWN, None
+    level = _STOCK.get((lowest.stockStatus or "").lower(), Availability.OUT)
+    free = lowest.maxUnreservedGpuCount
+    if (free is not None and count > free) or (
+        lowest.availableGpuCounts is not None and count not in lowest.availableGpuCounts
+    ):
+        level = Availability.OUT
+    return level, free
+
+
+class RunpodScraper(HttpScraper):
+    """RunPod pods (API key, Bearer)."""
+
+    name: ClassVar[str] = "runpod"
+    display_name: ClassVar[str] = "RunPod"
+    kind: ClassVar[str] = "marketplace"
+    needs_key: ClassVar[bool] = True
+    default_url: ClassVar[str] = "https://api.runpod.io/graphql"
+
+    async def fetch(self, client: httpx.AsyncClient) -> list[RawPage]:
+        """One GraphQL POST; the key goes in a header, not the URL, to keep it out of logs."""
+        if not self.config.api_key:
+            raise MissingApiKey("RunPod needs an API key (GPUFIT_PROVIDERS__RUNPOD__API_KEY)")
+        headers = {"Authorization": f"Bearer {self.config.api_key}"}
+        body = await post_json_text(
+            client, self.base_url, {"query": QUERY}, headers=headers, max_bytes=self.max_bytes
+        )
+        return [RawPage(url=self.base_url, body=body)]
+
+    def parse(self, pages: list[RawPage]) -> ParseResult:
+        """data.gpuTypes -> records per cloud and GPU count."""
+        result = ParseResult()
+        records: list[OfferRecord] = []
+        for page in pages:
+            data = load_json(page.body, page.url)
+            if isinstance(data, dict) and data.get("errors") and not data.get("data"):
+                raise FeedFormatError(f"{page.url}: GraphQL errors: {str(data['errors'])[:200]}")
+            types = data.get("data", {}).get("gpuTypes") if isinstance(data, dict) else None
+            if not isinstance(types, list):
+                raise FeedFormatError(f"{page.url}: expected data.gpuTypes to be a list")
+            for raw in types:
+                try:
+                    gpu = _GpuType.model_validate(raw)
+                except ValidationError as exc:
+                    result.warnings.append(f"skipped GPU type: {exc.errors()[0]['msg']}")
+                    continue
+                records.extend(self._records(gpu, result.warnings))
+        result.records = dedupe(records, result.warnings)
+        return result
+
+    def _records(self, gpu: _GpuType, warnings: list[str]) -> list[OfferRecord]:
+        out = []
+        clouds = (
+            ("secure", gpu.secureCloud, gpu.securePrice, gpu.secureSpotPrice, gpu.secure),
+            ("community", gpu.communityCloud, gpu.communityPrice, gpu.communitySpotPrice,
+             gpu.community),
+        )  # fmt: skip
+        model = normalize_gpu_name(
+            gpu.id, memory_gib=gpu.memoryInGb, context=f"runpod {gpu.displayName}"
+        )
+        for cloud, offered, price, spot, lowest in clouds:
+            if not offered or not price or price <= 0:
+                continue
+            for count in (c for c in COUNTS if c <= max(1, gpu.maxGpuCount)):
+                availability, free = _availability(lowest, count)
+                record = build_record(
+                    warnings,
+                    f"{gpu.id} ({cloud})",
+                    provider=self.name,
+                    instance_type=f"{count}x {gpu.id} ({cloud})",
+                    region=REGION,
+                    gpu_model=model,
+                    gpu_raw_name=gpu.id,
+                    gpu_count=count,
+                    vram_gib_per_gpu=gpu.memoryInGb or None,
+                    price_per_hour=round(price * count, 6),
+                    spot_price_per_hour=round(spot * count, 6) if spot and spot > 0 else None,
+                    availability=availability,
+                    availability_count=free,
+                )
+                if record:
+                    out.append(record)
+        return out
