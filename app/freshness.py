@@ -44,13 +44,14 @@ def provider_statuses(
     from scrapers.registry import SCRAPERS
 
     now = now or utcnow()
-    last_ok = dict(
-        session.execute(
+    last_ok = {
+        source: finished
+        for source, finished in session.execute(
             select(ScrapeRun.source, func.max(ScrapeRun.finished_at))
             .where(ScrapeRun.status == "ok")
             .group_by(ScrapeRun.source)
         )
-    )
+    }
     latest_ids = (
         select(func.max(ScrapeRun.id)).group_by(ScrapeRun.source).scalar_subquery()
     )
@@ -58,13 +59,14 @@ def provider_statuses(
         run.source: run
         for run in session.scalars(select(ScrapeRun).where(ScrapeRun.id.in_(latest_ids)))
     }
-    counts = dict(
-        session.execute(
+    counts = {
+        source: count
+        for source, count in session.execute(
             select(Offer.source, func.count())
             .where(Offer.active.is_(True))
             .group_by(Offer.source)
         )
-    )
+    }
     statuses = []
     for name, cls in sorted(SCRAPERS.items()):
         if not settings.scraper_enabled(name):

@@ -41,7 +41,6 @@ class Settings(BaseSettings):
     list_interval_minutes: float = Field(default=360, gt=0)
     interval_jitter_seconds: float = Field(default=120, ge=0)
     http_timeout_seconds: float = Field(default=30, gt=0)
-    http_max_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
     # A scrape that returns fewer offers than this fraction of the last good run is treated as
     # partial: a provider outage often looks like an almost-empty but valid response.
     min_offer_fraction: float = Field(default=0.5, ge=0, le=1)

@@ -197,8 +197,10 @@ async def request_text(
                 )
     except RetryError as exc:
         last = exc.last_attempt.exception()
-        if isinstance(last, httpx.TransportError):
-            detail = f"{type(last).__name__}: {last}"
+        if isinstance(last, httpx.TimeoutException):
+            detail = f"timed out ({type(last).__name__}) on {method} {url}"
+        elif isinstance(last, httpx.TransportError):
+            detail = f"{type(last).__name__}: {last or 'connection failed'} on {method} {url}"
         else:
             detail = str(last)
         status = last.status if isinstance(last, FetchError) else None

@@ -141,9 +141,17 @@ def server() -> Iterator[FeedServer]:
 
 @pytest.fixture
 def runner(
-    database_url: str, engine: Engine, session_factory: sessionmaker[Session], server: FeedServer
+    database_url: str,
+    engine: Engine,
+    session_factory: sessionmaker[Session],
+    server: FeedServer,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> ScrapeRunner:
+    """A runner on the test database whose skypilot-cudo feed is the local feed server."""
+    import scrapers.http
     from app.scrape_runner import ScrapeRunner
+
+    monkeypatch.setattr(scrapers.http, "RETRY_BASE_SECONDS", 0.01)  # retries, but fast
 
     settings = Settings(
         database_url=database_url,
