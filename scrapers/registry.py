@@ -8,12 +8,14 @@ from scrapers.lambdalabs import LambdalabsScraper
 from scrapers.runpod import RunpodScraper
 from scrapers.skypilot import skypilot_scrapers
 from scrapers.vastai import VastaiScraper
+from scrapers.verda import VerdaScraper
 
 _DIRECT: tuple[type[Scraper], ...] = (
     AzureScraper,
     LambdalabsScraper,
     RunpodScraper,
     VastaiScraper,
+    VerdaScraper,
 )
 
 # skypilot-<cloud> fallbacks (scrapers/skypilot.py) cover clouds without a direct scraper.
