@@ -1,0 +1,92 @@
+"""Where a slow request spends its time: the SQL it issues (count, per-statement time, the
+Postgres plan of the slowest) and a cProfile of the whole request, run in-process (TestClient).
+"""
+
+from __future__ import annotations
+
+import cProfile
+import io
+import pstats
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi.testclient import TestClient
+from sqlalchemy import event, text
+
+from app.main import create_app
+from app.settings import Settings
+from bench.dbs import BenchDb
+
+
+@dataclass
+class Statement:
+    sql: str
+    params: Any
+    ms: float
+
+
+@dataclass
+class Diagnosis:
+    path: str
+    request_ms: float
+    statements: list[Statement]
+    profile_top: list[str]
+    slowest_plan: list[str] = field(default_factory=list)
+
+    @property
+    def sql_ms(self) -> float:
+        return sum(s.ms for s in self.statements)
+
+
+def diagnose(db: BenchDb, path: str, *, runs: int = 3) -> Diagnosis:
+    app = create_app(Settings(database_url=db.url, log_level="WARNING"), scheduler=False)
+    engine = app.state.engine
+    captured: list[Statement] = []
+    starts: list[float] = []
+
+    def before(conn: Any, cursor: Any, statement: str, params: Any, *_: Any) -> None:
+        starts.append(time.perf_counter())
+
+    def after(conn: Any, cursor: Any, statement: str, params: Any, *_: Any) -> None:
+        captured.append(Statement(statement, params, (time.perf_counter() - starts.pop()) * 1000))
+
+    event.listen(engine, "before_cursor_execute", before)
+    event.listen(engine, "after_cursor_execute", after)
+    with TestClient(app) as client:
+        client.get(path)  # warm up caches and the pool
+        captured.clear()
+        best = float("inf")
+        last: list[Statement] = []
+        for _ in range(runs):
+            captured.clear()
+            start = time.perf_counter()
+            client.get(path)
+            best = min(best, (time.perf_counter() - start) * 1000)
+            last = list(captured)
+        profiler = cProfile.Profile()
+        profiler.enable()
+        client.get(path)
+        profiler.disable()
+    event.remove(engine, "before_cursor_execute", before)
+    event.remove(engine, "after_cursor_execute", after)
+    buffer = io.StringIO()
+    stats = pstats.Stats(profiler, stream=buffer)
+    stats.sort_stats("cumulative").print_stats(40)
+    top = [
+        line.rstrip()
+        for line in buffer.getvalue().splitlines()
+        if line.strip() and ("/app/" in line or "{" in line or "ncalls" in line)
+    ][:30]
+    diagnosis = Diagnosis(path=path, request_ms=best, statements=last, profile_top=top)
+    if db.is_pg and last:
+        slowest = max(last, key=lambda s: s.ms)
+        with engine.connect() as conn:
+            raw = conn.connection.dbapi_connection
+            assert raw is not None
+            cur = raw.cursor()
+            cur.execute("EXPLAIN (ANALYZE, BUFFERS) " + slowest.sql, slowest.params)
+            diagnosis.slowest_plan = [str(r[0]) for r in cur.fetchall()]
+            conn.execute(text("SELECT 1"))
+    engine.dispose()
+    return diagnosis

@@ -1,0 +1,123 @@
+"""Concurrency: a bounded closed-loop load from a second process against 2 uvicorn workers.
+
+Uses `wrk` (Debian package) when it is on PATH, else `python -m bench.loadgen`. Targets are
+127.0.0.1 only; the duration is capped at 60 s.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+
+import httpx
+
+from bench.dbs import OUT, BenchDb
+from bench.query_bench import filter_sets, serve
+
+MAX_DURATION_S = 60
+
+_LUA = """
+local paths = {%s}
+local i = 0
+request = function()
+  i = i + 1
+  return wrk.format("GET", paths[(i %% #paths) + 1])
+end
+done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format(
+    '\\nRESULT {"requests": %%d, "duration_us": %%d, "status": %%d, "connect": %%d, ' ..
+    '"read": %%d, "write": %%d, "timeout": %%d, "p50_us": %%d, "p95_us": %%d, ' ..
+    '"p99_us": %%d, "max_us": %%d}\\n',
+    summary.requests, summary.duration, e.status, e.connect, e.read, e.write, e.timeout,
+    latency:percentile(50), latency:percentile(95), latency:percentile(99), latency.max))
+end
+"""
+
+
+@dataclass
+class LoadResult:
+    tool: str
+    workers: int
+    connections: int
+    duration_s: float
+    paths: list[str]
+    requests: int
+    failures: int
+    rps: float
+    p50_ms: float
+    p95_ms: float
+    p99_ms: float
+    checked_ok: bool  # every path answered 200 before the run
+
+
+def load_paths(include_page: bool = True, include_workload: bool = True) -> list[str]:
+    paths = []
+    for fs in filter_sets():
+        if fs.workload and not include_workload:
+            continue
+        suffix = f"?{fs.query}" if fs.query else ""
+        paths.append(f"/api/offers{suffix}")
+        if include_page:
+            paths.append(f"/{suffix}")
+    return paths
+
+
+def _wrk(base: str, paths: list[str], duration: int, connections: int) -> dict[str, float]:
+    script = OUT / "load.lua"
+    script.write_text(_LUA % ", ".join(json.dumps(p) for p in paths))
+    cmd = ["wrk", "-t2", f"-c{connections}", f"-d{duration}s", "--timeout", "30s",
+           "-s", str(script), base]  # fmt: skip
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + 60, check=True)
+    (OUT / "wrk.txt").write_text(out.stdout + out.stderr)
+    line = next(li for li in out.stdout.splitlines() if li.startswith("RESULT "))
+    raw = json.loads(line.removeprefix("RESULT "))
+    failures = sum(raw[k] for k in ("status", "connect", "read", "write", "timeout"))
+    seconds = raw["duration_us"] / 1e6
+    return {
+        "requests": raw["requests"],
+        "failures": failures,
+        "rps": raw["requests"] / seconds,
+        "p50_ms": raw["p50_us"] / 1000,
+        "p95_ms": raw["p95_us"] / 1000,
+        "p99_ms": raw["p99_us"] / 1000,
+    }
+
+
+def _loadgen(base: str, paths: list[str], duration: int, connections: int) -> dict[str, float]:
+    cmd = [sys.executable, "-m", "bench.loadgen", "--base", base, "--duration", str(duration),
+           "--concurrency", str(connections), *paths]  # fmt: skip
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + 120, check=True)
+    result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def run_load_bench(
+    db: BenchDb, *, duration: int = 30, connections: int = 8, paths: list[str] | None = None
+) -> LoadResult:
+    duration = min(duration, MAX_DURATION_S)
+    paths = paths or load_paths()
+    tool = "wrk" if shutil.which("wrk") else "bench.loadgen"
+    with serve(db, workers=2, log_name="load-server") as base:
+        assert base.startswith("http://127.0.0.1:")
+        with httpx.Client(base_url=base, timeout=60) as client:
+            checked = all(client.get(p).status_code == 200 for p in paths)
+        run = _wrk if tool == "wrk" else _loadgen
+        raw = run(base, paths, duration, connections)
+    return LoadResult(
+        tool=tool,
+        workers=2,
+        connections=connections,
+        duration_s=duration,
+        paths=paths,
+        requests=int(raw["requests"]),
+        failures=int(raw["failures"]),
+        rps=raw["rps"],
+        p50_ms=raw["p50_ms"],
+        p95_ms=raw["p95_ms"],
+        p99_ms=raw["p99_ms"],
+        checked_ok=checked,
+    )
