@@ -7,6 +7,7 @@ from scrapers.base import Scraper
 from scrapers.lambdalabs import LambdalabsScraper
 from scrapers.runpod import RunpodScraper
 from scrapers.skypilot import skypilot_scrapers
+from scrapers.tensordock import TensordockScraper
 from scrapers.vastai import VastaiScraper
 from scrapers.verda import VerdaScraper
 
@@ -14,6 +15,7 @@ _DIRECT: tuple[type[Scraper], ...] = (
     AzureScraper,
     LambdalabsScraper,
     RunpodScraper,
+    TensordockScraper,
     VastaiScraper,
     VerdaScraper,
 )
