@@ -5,6 +5,7 @@ from __future__ import annotations
 from scrapers.azure import AzureScraper
 from scrapers.base import Scraper
 from scrapers.lambdalabs import LambdalabsScraper
+from scrapers.oci import OciScraper
 from scrapers.runpod import RunpodScraper
 from scrapers.skypilot import skypilot_scrapers
 from scrapers.tensordock import TensordockScraper
@@ -14,6 +15,7 @@ from scrapers.verda import VerdaScraper
 _DIRECT: tuple[type[Scraper], ...] = (
     AzureScraper,
     LambdalabsScraper,
+    OciScraper,
     RunpodScraper,
     TensordockScraper,
     VastaiScraper,
