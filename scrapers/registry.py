@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from scrapers.azure import AzureScraper
 from scrapers.base import Scraper
+from scrapers.gcp import GcpScraper
 from scrapers.lambdalabs import LambdalabsScraper
 from scrapers.oci import OciScraper
 from scrapers.runpod import RunpodScraper
@@ -14,6 +15,7 @@ from scrapers.verda import VerdaScraper
 
 _DIRECT: tuple[type[Scraper], ...] = (
     AzureScraper,
+    GcpScraper,
     LambdalabsScraper,
     OciScraper,
     RunpodScraper,
