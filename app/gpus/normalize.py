@@ -307,12 +307,17 @@ def _resolve(rule: _Rule, name: _Hints, ctx: _Hints, memory_gib: float | None) -
     return UNKNOWN
 
 
+MAX_RAW_CHARS = 500
+
+
 def normalize_gpu_name(raw: str, *, memory_gib: float | None = None, context: str = "") -> str:
     """Return the canonical slug for a provider's raw GPU spelling, or UNKNOWN (never a guess).
 
     memory_gib is the per-GPU memory the feed reports (0 or less counts as not reported);
     context is other text about the offer, such as its instance type or SKU.
     """
+    if len(raw) > MAX_RAW_CHARS or len(context) > MAX_RAW_CHARS:
+        return UNKNOWN  # untrusted input: no real GPU name is this long, and regexes cost O(n)
     if memory_gib is not None and memory_gib <= 0:
         memory_gib = None  # some feeds write 0 for "not reported"
     key = raw.strip().lower()
