@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 from typing import Annotated
 
 import typer
@@ -11,8 +10,9 @@ import typer
 from app.db import make_engine, make_session_factory, session_scope
 from app.settings import get_settings
 
-cli = typer.Typer(help="gpufit: cloud GPU offers ranked by fit to your training job.",
-                  no_args_is_help=True)
+cli = typer.Typer(
+    help="gpufit: cloud GPU offers ranked by fit to your training job.", no_args_is_help=True
+)
 db_cli = typer.Typer(help="Database commands.", no_args_is_help=True)
 cli.add_typer(db_cli, name="db")
 
@@ -51,13 +51,17 @@ def load_sample_cmd(
             print("offers already present; sample not loaded")
             return
         result = load_sample(session)
-    print(f"loaded {result.offers} sample offers from {result.providers} clouds "
-          f"(recorded {sample_date()}); {len(result.warnings)} rows skipped or merged")
+    print(
+        f"loaded {result.offers} sample offers from {result.providers} clouds "
+        f"(recorded {sample_date()}); {len(result.warnings)} rows skipped or merged"
+    )
 
 
 @cli.command("scrape")
 def scrape_cmd(
-    providers: Annotated[list[str] | None, typer.Argument(help="Provider ids; all if none.")] = None,
+    providers: Annotated[
+        list[str] | None, typer.Argument(help="Provider ids; all if none.")
+    ] = None,
 ) -> None:
     """Scrape providers now and print each run's outcome."""
     from app.scrape_runner import ScrapeRunner

@@ -32,7 +32,7 @@ def _html_error(status: int, title: str, lines: list[str]) -> HTMLResponse:
     body = (
         f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{escape(title)}</title>"
         f'<link rel=stylesheet href="/static/app.css"></head><body><main class=error-page>'
-        f"<h1>{escape(title)}</h1><ul>{items}</ul><p><a href=\"/\">Back to offers</a></p>"
+        f'<h1>{escape(title)}</h1><ul>{items}</ul><p><a href="/">Back to offers</a></p>'
         f"</main></body></html>"
     )
     return HTMLResponse(body, status_code=status)
@@ -49,7 +49,8 @@ def install_error_handlers(app: FastAPI) -> None:
         ]
         if wants_html(request):
             return _html_error(
-                422, "Some filter values are not valid",
+                422,
+                "Some filter values are not valid",
                 [f"{e['field']}: {e['msg']}" for e in errors],
             )
         return JSONResponse({"detail": errors}, status_code=422)

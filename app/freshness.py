@@ -44,7 +44,7 @@ def provider_statuses(
     from scrapers.registry import SCRAPERS
 
     now = now or utcnow()
-    last_ok = {
+    last_ok = {  # noqa: C416 - dict(rows) loses the row types for mypy
         source: finished
         for source, finished in session.execute(
             select(ScrapeRun.source, func.max(ScrapeRun.finished_at))
@@ -52,19 +52,15 @@ def provider_statuses(
             .group_by(ScrapeRun.source)
         )
     }
-    latest_ids = (
-        select(func.max(ScrapeRun.id)).group_by(ScrapeRun.source).scalar_subquery()
-    )
+    latest_ids = select(func.max(ScrapeRun.id)).group_by(ScrapeRun.source).scalar_subquery()
     latest = {
         run.source: run
         for run in session.scalars(select(ScrapeRun).where(ScrapeRun.id.in_(latest_ids)))
     }
-    counts = {
+    counts = {  # noqa: C416 - as above
         source: count
         for source, count in session.execute(
-            select(Offer.source, func.count())
-            .where(Offer.active.is_(True))
-            .group_by(Offer.source)
+            select(Offer.source, func.count()).where(Offer.active.is_(True)).group_by(Offer.source)
         )
     }
     statuses = []
@@ -105,13 +101,17 @@ def sample_notice(session: Session) -> SampleNotice | None:
         .select_from(ScrapeRun)
         .where(ScrapeRun.status == "ok", ScrapeRun.source != SAMPLE_SOURCE)
     )
-    sample_offers = session.scalar(
-        select(func.count())
-        .select_from(Offer)
-        .where(Offer.source == SAMPLE_SOURCE, Offer.active.is_(True))
-    ) or 0
+    sample_offers = (
+        session.scalar(
+            select(func.count())
+            .select_from(Offer)
+            .where(Offer.source == SAMPLE_SOURCE, Offer.active.is_(True))
+        )
+        or 0
+    )
     if live_ok or not sample_offers:
         return None
     day = sample_date()
-    return SampleNotice(sample_date=None if day is None else day.isoformat(),
-                        sample_offers=sample_offers)
+    return SampleNotice(
+        sample_date=None if day is None else day.isoformat(), sample_offers=sample_offers
+    )

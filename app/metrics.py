@@ -41,9 +41,9 @@ router = APIRouter()
 def metrics(session: SessionDep) -> Response:
     """Prometheus text exposition."""
     counts = session.execute(
-        select(Offer.provider_id, func.count()).where(Offer.active.is_(True)).group_by(
-            Offer.provider_id
-        )
+        select(Offer.provider_id, func.count())
+        .where(Offer.active.is_(True))
+        .group_by(Offer.provider_id)
     )
     for provider, count in counts:
         OFFERS.labels(provider=provider).set(count)

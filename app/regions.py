@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import re
 
-CONTINENTS = ("North America", "South America", "Europe", "Asia", "Oceania", "Middle East", "Africa")
+CONTINENTS = (
+    "North America",
+    "South America",
+    "Europe",
+    "Asia",
+    "Oceania",
+    "Middle East",
+    "Africa",
+)
 
 _CODE_TO_CONTINENT = {
     "NA": "North America",
@@ -19,9 +27,40 @@ _COUNTRY_TO_CONTINENT = {
     **dict.fromkeys(["US", "CA", "MX", "USA"], "North America"),
     **dict.fromkeys(["BR", "AR", "CL", "CO"], "South America"),
     **dict.fromkeys(
-        ["GB", "UK", "DE", "FR", "NL", "SE", "FI", "NO", "IS", "IT", "ES", "PL", "CH", "IE",
-         "BE", "AT", "CZ", "PT", "DK", "RO", "BG", "HU", "UA", "RS", "LT", "LV", "EE", "GR",
-         "HR", "SK", "SI", "LU"],
+        [
+            "GB",
+            "UK",
+            "DE",
+            "FR",
+            "NL",
+            "SE",
+            "FI",
+            "NO",
+            "IS",
+            "IT",
+            "ES",
+            "PL",
+            "CH",
+            "IE",
+            "BE",
+            "AT",
+            "CZ",
+            "PT",
+            "DK",
+            "RO",
+            "BG",
+            "HU",
+            "UA",
+            "RS",
+            "LT",
+            "LV",
+            "EE",
+            "GR",
+            "HR",
+            "SK",
+            "SI",
+            "LU",
+        ],
         "Europe",
     ),
     **dict.fromkeys(
@@ -34,20 +73,29 @@ _COUNTRY_TO_CONTINENT = {
 
 # Ordered: the first pattern that matches the lower-cased region wins.
 _PATTERNS: tuple[tuple[str, str], ...] = (
-    (r"\b(us|usa|na|northamerica|canada|ca|mx|virginia|ohio|oregon|texas|utah|iowa|"
-     r"california|montreal|toronto|tor\d|nyc\d|sfo\d|atl\d|ny\d|east coast|west coast)\b|"
-     r"^(us|ca|na|northamerica)[-_]|eastus|westus|centralus|southcentralus|northcentralus|"
-     r"canada", "North America"),
+    (
+        r"\b(us|usa|na|northamerica|canada|ca|mx|virginia|ohio|oregon|texas|utah|iowa|"
+        r"california|montreal|toronto|tor\d|nyc\d|sfo\d|atl\d|ny\d|east coast|west coast)\b|"
+        r"^(us|ca|na|northamerica)[-_]|eastus|westus|centralus|southcentralus|northcentralus|"
+        r"canada",
+        "North America",
+    ),
     (r"^(sa|southamerica)[-_]|brazil|chile|^br[-_]|saopaulo", "South America"),
     (r"^(me|il)[-_]|uae|qatar|israel|dubai|jeddah|riyadh|^me-|middle", "Middle East"),
     (r"^(af)[-_]|southafrica|johannesburg", "Africa"),
     (r"^(au|aus|oc)[-_]|australia|sydney|melbourne|newzealand", "Oceania"),
-    (r"^(ap|asia|in|jp|kr|sg)[-_]|asia|japan|korea|india|singapore|tokyo|osaka|seoul|"
-     r"mumbai|hongkong|taiwan|jakarta|\bin\d\b|\bin2\b", "Asia"),
-    (r"^(eu|europe|uk|fr|de|fin|it|no|nl|se|ch|pl|es|is)[-_]|europe|france|germany|"
-     r"london|paris|frankfurt|amsterdam|stockholm|helsinki|finland|iceland|norway|"
-     r"netherlands|sweden|switzerland|italy|spain|poland|ireland|uksouth|ukwest|"
-     r"northeurope|westeurope|\bams\d|\blon\d|\bfra\d", "Europe"),
+    (
+        r"^(ap|asia|in|jp|kr|sg)[-_]|asia|japan|korea|india|singapore|tokyo|osaka|seoul|"
+        r"mumbai|hongkong|taiwan|jakarta|\bin\d\b|\bin2\b",
+        "Asia",
+    ),
+    (
+        r"^(eu|europe|uk|fr|de|fin|it|no|nl|se|ch|pl|es|is)[-_]|europe|france|germany|"
+        r"london|paris|frankfurt|amsterdam|stockholm|helsinki|finland|iceland|norway|"
+        r"netherlands|sweden|switzerland|italy|spain|poland|ireland|uksouth|ukwest|"
+        r"northeurope|westeurope|\bams\d|\blon\d|\bfra\d",
+        "Europe",
+    ),
 )
 
 

@@ -207,8 +207,17 @@ class ScrapeRunner:
                 stats = ingest_records(session, source=source, records=records, now=self.clock())
                 all_warnings = [*warnings, *stats.warnings]
                 self._update_run(
-                    session, run_id, source, "ok", None, started, seen=stats.seen, added=stats.added,
-                    updated=stats.updated, removed=stats.removed, warnings=all_warnings,
+                    session,
+                    run_id,
+                    source,
+                    "ok",
+                    None,
+                    started,
+                    seen=stats.seen,
+                    added=stats.added,
+                    updated=stats.updated,
+                    removed=stats.removed,
+                    warnings=all_warnings,
                 )
         except _Rejected as rejected:
             return self._finish(run_id, source, rejected.status, rejected.message, started)
@@ -217,12 +226,22 @@ class ScrapeRunner:
             return self._finish(run_id, source, "failed", describe_error(exc), started)
         log.info(
             "scrape ok",
-            extra={"source": source, "seen": stats.seen, "added": stats.added,
-                   "updated": stats.updated, "removed": stats.removed},
+            extra={
+                "source": source,
+                "seen": stats.seen,
+                "added": stats.added,
+                "updated": stats.updated,
+                "removed": stats.removed,
+            },
         )
         return RunResult(
-            source=source, status="ok", seen=stats.seen, added=stats.added,
-            updated=stats.updated, removed=stats.removed, run_id=run_id,
+            source=source,
+            status="ok",
+            seen=stats.seen,
+            added=stats.added,
+            updated=stats.updated,
+            removed=stats.removed,
+            run_id=run_id,
         )
 
     def _update_run(

@@ -22,7 +22,7 @@ class ProviderSettings(BaseModel):
 
 
 def provider_key(name: str) -> str:
-    """Settings key for a provider id: env names cannot hold '-', so skypilot-cudo = SKYPILOT_CUDO."""
+    """Settings key for a provider id; env names cannot hold '-' (skypilot-cudo: SKYPILOT_CUDO)."""
     return name.lower().replace("-", "_")
 
 

@@ -97,6 +97,8 @@ def per_gpu_memory_gib(cloud: str, info: dict[str, Any] | None, count: float) ->
     if not gpus or not isinstance(gpus, list) or not isinstance(gpus[0], dict):
         return None
     size = (gpus[0].get("memoryinfo") or {}).get("sizeinmib")
+    if not isinstance(size, int | float | str):
+        return None
     try:
         mib = float(size)
     except (TypeError, ValueError):
@@ -109,7 +111,7 @@ def per_gpu_memory_gib(cloud: str, info: dict[str, Any] | None, count: float) ->
 
 
 def parse_catalog_csv(cloud: str, text: str) -> ParseResult:
-    """Parse one cloud's vms.csv into records; rows without a GPU or price are skipped with a note."""
+    """Parse one cloud's vms.csv into records; rows with no GPU or price are skipped with a note."""
     reader = csv.DictReader(io.StringIO(text))
     header = set(reader.fieldnames or [])
     missing = REQUIRED_COLUMNS - header

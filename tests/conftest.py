@@ -160,4 +160,3 @@ def runner(
         _env_file=None,
     )
     return ScrapeRunner(settings, engine, session_factory)
-

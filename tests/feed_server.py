@@ -31,8 +31,15 @@ class FeedServer(ThreadingHTTPServer):
         host, port = self.server_address[:2]
         return f"http://{host!s}:{port}"
 
-    def serve(self, path: str, body: bytes | str, *, status: int = 200, delay: float = 0.0,
-              content_type: str = "application/json") -> str:
+    def serve(
+        self,
+        path: str,
+        body: bytes | str,
+        *,
+        status: int = 200,
+        delay: float = 0.0,
+        content_type: str = "application/json",
+    ) -> str:
         """Answer `path` (any query string) with this response; returns the full URL."""
         data = body.encode() if isinstance(body, str) else body
         self.routes[path] = Route(status, data, delay, content_type)

@@ -25,8 +25,9 @@ _URL = f"sqlite:///{_DB_DIR / 'fuzz.db'}"
 upgrade(_URL)
 with make_session_factory(make_engine(_URL)).begin() as _session:
     load_sample(_session)
-APP = create_app(Settings(database_url=_URL, scheduler_enabled=False, _env_file=None),
-                 scheduler=False)
+APP = create_app(
+    Settings(database_url=_URL, scheduler_enabled=False, _env_file=None), scheduler=False
+)
 
 CLIENT = TestClient(APP)  # no lifespan needed: the scheduler is off
 schema = schemathesis.openapi.from_asgi("/openapi.json", APP)
@@ -43,20 +44,36 @@ def assert_names_field(response: Any) -> None:
 
 @schema.parametrize()
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
-def test_openapi_operations_never_500(case: schemathesis.Case) -> None:
+def test_openapi_operations_never_500(case: schemathesis.Case[Any]) -> None:
     response = case.call()
     assert response.status_code < 500, (case.as_curl_command(), response.text[:500])
     assert_names_field(response)
 
 
 QUERY_KEYS = [
-    "limit", "offset", "model", "params_b", "method", "precision", "optimizer", "batch_size",
-    "seq_len", "grad_checkpointing", "lora_rank", "sharding", "gpus", "tokens", "sort",
-    "gpu", "provider", "min_vram", "max_price_per_hour",
+    "limit",
+    "offset",
+    "model",
+    "params_b",
+    "method",
+    "precision",
+    "optimizer",
+    "batch_size",
+    "seq_len",
+    "grad_checkpointing",
+    "lora_rank",
+    "sharding",
+    "gpus",
+    "tokens",
+    "sort",
+    "gpu",
+    "provider",
+    "min_vram",
+    "max_price_per_hour",
 ]
 junk = st.one_of(
     st.text(max_size=30),
-    st.integers(min_value=-10**12, max_value=10**12).map(str),
+    st.integers(min_value=-(10**12), max_value=10**12).map(str),
     st.floats(allow_nan=True, allow_infinity=True).map(str),
     st.sampled_from(["", "nan", "-1", "1e400", "true", "llama-3.1-8b", "qlora", "zero3"]),
 )

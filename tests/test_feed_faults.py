@@ -26,8 +26,9 @@ GOOD_OFFER = next(o for o in GOOD["offers"] if o["gpu_name"] == "H100 SXM")
 
 
 def offers_with(**changes: object) -> str:
-    return json.dumps({"offers": [{**GOOD_OFFER, "id": i, "machine_id": i, **changes}
-                                  for i in range(3)]})
+    return json.dumps(
+        {"offers": [{**GOOD_OFFER, "id": i, "machine_id": i, **changes} for i in range(3)]}
+    )
 
 
 def million_offers() -> str:
@@ -38,8 +39,11 @@ def million_offers() -> str:
 HOSTILE: dict[str, tuple[Callable[[], str], str, str]] = {
     # name: (body, expected status, words in the recorded error)
     "offers not a list": (lambda: '{"offers": "many"}', "failed", "malformed feed"),
-    "wrong types": (lambda: offers_with(num_gpus="eight", dph_total={"a": 1}), "failed",
-                    "no offers"),
+    "wrong types": (
+        lambda: offers_with(num_gpus="eight", dph_total={"a": 1}),
+        "failed",
+        "no offers",
+    ),
     "10 MB strings": (lambda: offers_with(gpu_name="H" * 10_000_000), "failed", "no offers"),
     "NaN prices": (lambda: offers_with(dph_total=float("nan")), "failed", "no offers"),
     "negative prices": (lambda: offers_with(dph_total=-3.5), "failed", "no offers"),
@@ -82,8 +86,9 @@ async def test_hostile_feed(
     session_factory: sessionmaker[Session],
     client: TestClient,
 ) -> None:
-    server.serve(PATH, json.dumps({"offers": [{**GOOD_OFFER, "id": i, "machine_id": i}
-                                              for i in range(3)]}))
+    server.serve(
+        PATH, json.dumps({"offers": [{**GOOD_OFFER, "id": i, "machine_id": i} for i in range(3)]})
+    )
     assert (await vast_runner.run(VAST)).status == "ok"
     before = snapshot(session_factory)
     served_before = client.get("/api/offers").json()
@@ -96,8 +101,9 @@ async def test_hostile_feed(
 
     assert snapshot(session_factory) == before
     assert client.get("/api/offers").json() == served_before
-    vast = next(p for p in client.get("/api/providers").json()["providers"]
-                if p["provider"] == "vastai")
+    vast = next(
+        p for p in client.get("/api/providers").json()["providers"] if p["provider"] == "vastai"
+    )
     assert vast["last_status"] == status and words in vast["last_error"]
 
     # Another provider scraped right after is unaffected.

@@ -9,11 +9,18 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import Engine, inspect
+from sqlalchemy.types import TypeEngine
 
 from app.db import make_engine
 from app.migrate import downgrade, upgrade
 from app.models import Base
 from tests.conftest import PG_URL, scratch_postgres_url
+
+
+def _generic_type(column_type: TypeEngine[Any]) -> str:
+    """The generic SQL type (Float, String, ...) behind a dialect-specific reflected type."""
+    affinity = column_type._type_affinity
+    return (affinity or type(column_type)).__name__
 
 
 def schema_of(engine: Engine) -> dict[str, Any]:
@@ -22,8 +29,7 @@ def schema_of(engine: Engine) -> dict[str, Any]:
     schema: dict[str, Any] = {}
     for table in sorted(insp.get_table_names()):
         columns = {
-            c["name"]: (c["type"]._type_affinity.__name__, c["nullable"])  # type: ignore[attr-defined]
-            for c in insp.get_columns(table)
+            c["name"]: (_generic_type(c["type"]), c["nullable"]) for c in insp.get_columns(table)
         }
         # Postgres also reports the index behind each unique constraint; those are compared
         # as uniques below.

@@ -35,9 +35,7 @@ def test_sample_has_a_date_and_source_notes() -> None:
         assert "commit:" in item.source_note, item.cloud
 
 
-def test_loaded_sample_is_broad(
-    sample_loaded: int, session_factory: sessionmaker[Session]
-) -> None:
+def test_loaded_sample_is_broad(sample_loaded: int, session_factory: sessionmaker[Session]) -> None:
     with session_factory() as session:
         active = session.scalar(select(func.count()).select_from(Offer).where(Offer.active))
         providers = session.scalar(select(func.count(func.distinct(Offer.provider_id))))
@@ -52,7 +50,16 @@ def test_api_serves_the_sample(sample_loaded: int, client: TestClient) -> None:
     providers = {o["provider"] for o in body["offers"]}
     assert len(providers) >= 6
     first = body["offers"][0]
-    for key in ("provider", "instance_type", "region", "gpu_model", "gpu_raw_name", "gpu_count",
-                "vram_gib_per_gpu", "price_per_hour", "spot_price_per_hour"):
+    for key in (
+        "provider",
+        "instance_type",
+        "region",
+        "gpu_model",
+        "gpu_raw_name",
+        "gpu_count",
+        "vram_gib_per_gpu",
+        "price_per_hour",
+        "spot_price_per_hour",
+    ):
         assert key in first
     assert client.get("/healthz").status_code == 200

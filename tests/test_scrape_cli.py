@@ -90,8 +90,7 @@ def test_scrape_vastai_end_to_end(
             run = session.scalars(select(ScrapeRun).order_by(ScrapeRun.id.desc())).first()
         assert run is not None and run.status == "failed" and expected in (run.error or "")
         vast = next(
-            p for p in client.get("/api/providers").json()["providers"]
-            if p["provider"] == "vastai"
+            p for p in client.get("/api/providers").json()["providers"] if p["provider"] == "vastai"
         )
         assert vast["last_status"] == "failed" and expected in vast["last_error"]
         assert vast["offer_count"] == len(good_state)

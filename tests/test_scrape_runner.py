@@ -14,9 +14,11 @@ from scrapers.registry import get_scraper_class
 from tests.feed_server import FeedServer
 
 CUDO = get_scraper_class("skypilot-cudo")
-HEADER = "InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,Price,Region,GpuInfo,SpotPrice"
+HEADER = (
+    "InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,Price,Region,GpuInfo,SpotPrice"
+)
 ROW = (
-    'ice-lake-a40-compute_{n}x,A40,{n}.0,4,16,{price},ca-montreal-3,'
+    "ice-lake-a40-compute_{n}x,A40,{n}.0,4,16,{price},ca-montreal-3,"
     "\"{{'Gpus': [{{'Name': 'A40', 'Manufacturer': 'NVIDIA', 'Count': '{n}.0', "
     "'MemoryInfo': {{'SizeInMiB': 49152}}}}], 'TotalGpuMemoryInMiB': 49152}}\","
 )

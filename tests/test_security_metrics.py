@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from fastapi.testclient import TestClient
 
 from app.metrics import record_scrape
@@ -17,25 +19,27 @@ def test_security_headers_on_pages_and_api(client: TestClient) -> None:
 
 
 def test_oversized_body_is_rejected(client: TestClient) -> None:
-    response = client.post("/saved", content=b"x" * (65 * 1024),
-                           headers={"content-type": "application/x-www-form-urlencoded"})
+    response = client.post(
+        "/saved",
+        content=b"x" * (65 * 1024),
+        headers={"content-type": "application/x-www-form-urlencoded"},
+    )
     assert response.status_code == 413
     assert "larger than" in response.json()["detail"]
 
 
 def test_streamed_oversized_body_is_rejected(client: TestClient) -> None:
-    def chunks():  # type: ignore[no-untyped-def]
+    def chunks() -> Iterator[bytes]:
         for _ in range(100):
             yield b"y" * 1024
 
-    response = client.post("/saved", content=chunks(),
-                           headers={"content-type": "application/x-www-form-urlencoded"})
+    response = client.post(
+        "/saved", content=chunks(), headers={"content-type": "application/x-www-form-urlencoded"}
+    )
     assert response.status_code == 413
 
 
-def test_metrics_exposes_scrapes_offers_and_latency(
-    client: TestClient, sample_loaded: int
-) -> None:
+def test_metrics_exposes_scrapes_offers_and_latency(client: TestClient, sample_loaded: int) -> None:
     record_scrape("vastai", "failed", 1.5)
     client.get("/healthz")
     text = client.get("/metrics").text
