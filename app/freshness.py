@@ -29,10 +29,19 @@ class ProviderStatus:
         return None if self.last_success is None else utcnow() - self.last_success
 
 
-def is_stale(last_success: datetime | None, interval_minutes: float, now: datetime) -> bool:
-    """Data older than twice its scrape interval (or never scraped) is stale."""
+def is_stale(
+    last_success: datetime | None,
+    last_status: str | None,
+    interval_minutes: float,
+    now: datetime,
+) -> bool:
+    """Stale: the last success is older than twice the interval, or it failed and never succeeded.
+
+    A provider not tried yet, or skipped for want of an API key, is not stale: there is no feed
+    data of its own to be out of date.
+    """
     if last_success is None:
-        return True
+        return last_status in ("failed", "partial")
     return now - last_success > timedelta(minutes=2 * interval_minutes)
 
 
@@ -79,7 +88,9 @@ def provider_statuses(
                 last_status=None if run is None else run.status,
                 last_error=None if run is None else run.error,
                 offer_count=counts.get(name, 0),
-                stale=is_stale(last_ok.get(name), interval, now),
+                stale=is_stale(
+                    last_ok.get(name), None if run is None else run.status, interval, now
+                ),
             )
         )
     return statuses
