@@ -18,7 +18,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.models import utcnow
-from app.scrape_runner import ScrapeRunner, interval_minutes
+from app.scrape_runner import ScrapeRunner, close_abandoned_runs, interval_minutes
 from app.settings import Settings
 from scrapers.base import Scraper
 
@@ -72,6 +72,8 @@ def start_scheduler(
     settings: Settings, engine: Engine, session_factory: sessionmaker[Session]
 ) -> AsyncIOScheduler:
     """Start the scheduler on the running event loop (the web app's lifespan)."""
+    with session_factory.begin() as session:
+        close_abandoned_runs(session, utcnow())
     scheduler = build_scheduler(settings, ScrapeRunner(settings, engine, session_factory))
     scheduler.start()
     log.info("scheduler started", extra={"jobs": len(scheduler.get_jobs())})

@@ -95,6 +95,21 @@ def provider_lock(engine: Engine, source: str) -> Iterator[bool]:
                 conn.commit()
 
 
+ABANDONED_AFTER = timedelta(hours=1)
+
+
+def close_abandoned_runs(session: Session, now: datetime) -> int:
+    """Mark runs left "running" by a process that died as failed; returns how many."""
+    result = session.execute(
+        update(ScrapeRun)
+        .where(ScrapeRun.status == "running", ScrapeRun.started_at < now - ABANDONED_AFTER)
+        .values(
+            status="failed", finished_at=now, error="interrupted: the process running it stopped"
+        )
+    )
+    return int(getattr(result, "rowcount", 0) or 0)
+
+
 def describe_error(exc: BaseException) -> str:
     """A one-line, user-readable description of why a scrape failed (no stack trace)."""
     if isinstance(exc, httpx.TimeoutException):

@@ -115,3 +115,21 @@ async def test_one_provider_failing_does_not_touch_another(
     with session_factory() as session:
         active = session.scalar(select(func.count()).select_from(Offer).where(Offer.active))
     assert active == 4
+
+
+def test_abandoned_running_runs_are_closed(session_factory: sessionmaker[Session]) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from app.scrape_runner import close_abandoned_runs
+
+    now = datetime(2026, 12, 2, tzinfo=UTC)
+    with session_factory.begin() as session:
+        session.add(
+            ScrapeRun(source="azure", started_at=now - timedelta(hours=3), status="running")
+        )
+        session.add(
+            ScrapeRun(source="oci", started_at=now - timedelta(minutes=5), status="running")
+        )
+    with session_factory.begin() as session:
+        assert close_abandoned_runs(session, now) == 1
+    assert [status for status, _ in runs(session_factory)] == ["failed", "running"]
