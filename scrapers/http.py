@@ -124,6 +124,8 @@ async def _once(
     headers: Mapping[str, str] | None,
     json_body: Any,
     max_bytes: int,
+    line_filter: Callable[[int, str], bool] | None = None,
+    max_total_bytes: int = 0,
 ) -> str:
     merged = {"User-Agent": USER_AGENT, **(headers or {})}
     shown = redact_url(str(httpx.URL(url, params=params)) if params else url)
@@ -143,7 +145,34 @@ async def _once(
             raise FetchError(
                 f"{method} {shown}: HTTP {status} {body[:_ERROR_SNIPPET]!r}", status=status
             )
+        if line_filter is not None:
+            return await _read_lines(response, line_filter, max_bytes, max_total_bytes, shown)
         return await _read_capped(response, max_bytes, shown)
+
+
+async def _read_lines(
+    response: httpx.Response,
+    keep: Callable[[int, str], bool],
+    max_kept: int,
+    max_total: int,
+    shown: str,
+) -> str:
+    # Huge bulk files (AWS price lists) are filtered while streaming: only kept lines count
+    # against the normal cap, and the whole download against a separate, larger one.
+    kept: list[str] = []
+    kept_size = total = 0
+    index = 0
+    async for line in response.aiter_lines():
+        total += len(line) + 1
+        if max_total and total > max_total:
+            raise ResponseTooLarge(f"{shown}: download exceeds cap of {max_total} bytes")
+        if keep(index, line):
+            kept_size += len(line) + 1
+            if kept_size > max_kept:
+                raise ResponseTooLarge(f"{shown}: kept lines exceed cap of {max_kept} bytes")
+            kept.append(line)
+        index += 1
+    return "\n".join(kept)
 
 
 async def _read_capped(
@@ -175,8 +204,13 @@ async def request_text(
     json_body: Any = None,
     max_bytes: int = DEFAULT_MAX_BYTES,
     attempts: int = DEFAULT_ATTEMPTS,
+    line_filter: Callable[[int, str], bool] | None = None,
+    max_total_bytes: int = 0,
 ) -> str:
-    """Send one request with retries; return the body text or raise FetchError."""
+    """Send one request with retries; return the body text or raise FetchError.
+
+    With `line_filter(index, line)`, only the kept lines are returned (joined by newlines).
+    """
     retrying = AsyncRetrying(
         stop=stop_after_attempt(attempts),
         wait=_wait,
@@ -194,6 +228,8 @@ async def request_text(
                     headers=headers,
                     json_body=json_body,
                     max_bytes=max_bytes,
+                    line_filter=line_filter,
+                    max_total_bytes=max_total_bytes,
                 )
     except RetryError as exc:
         last = exc.last_attempt.exception()

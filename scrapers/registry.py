@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from scrapers.aws import AwsScraper
 from scrapers.azure import AzureScraper
 from scrapers.base import Scraper
 from scrapers.gcp import GcpScraper
@@ -14,6 +15,7 @@ from scrapers.vastai import VastaiScraper
 from scrapers.verda import VerdaScraper
 
 _DIRECT: tuple[type[Scraper], ...] = (
+    AwsScraper,
     AzureScraper,
     GcpScraper,
     LambdalabsScraper,
