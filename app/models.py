@@ -168,3 +168,36 @@ class SavedSearch(Base):
     query: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class SavedSearchState(Base):
+    """What a saved search's feed last saw: its best price and when it last looked."""
+
+    __tablename__ = "saved_search_state"
+
+    saved_search_id: Mapped[int] = mapped_column(
+        ForeignKey("saved_searches.id", ondelete="CASCADE"), primary_key=True
+    )
+    checked_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    best_price: Mapped[float | None] = mapped_column(Float)
+    best_offer_id: Mapped[int | None] = mapped_column(Integer)
+    match_count: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class SavedSearchEntry(Base):
+    """One Atom feed entry of a saved search: new matching offers, or a lower best price."""
+
+    __tablename__ = "saved_search_entries"
+    __table_args__ = (
+        Index("ix_saved_search_entries_search_time", "saved_search_id", "created_at"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    saved_search_id: Mapped[int] = mapped_column(
+        ForeignKey("saved_searches.id", ondelete="CASCADE")
+    )
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    kind: Mapped[str] = mapped_column(String(16))  # created | new_offers | price_drop
+    title: Mapped[str] = mapped_column(String(300))
+    summary: Mapped[str] = mapped_column(Text)
+    offer_id: Mapped[int | None] = mapped_column(Integer)

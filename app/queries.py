@@ -1,0 +1,1074 @@
+"""Offer queries: one declarative filter table drives the SQL, the form, the facets and the caption.
+
+Every filter is a `FilterSpec` (query-string key, label, SQL clause built with bound parameters,
+human caption). `search_offers` filters, sorts and paginates in SQL; with a workload it prefilters
+in SQL to offers whose VRAM could hold the job, assesses only those candidates, ranks them and
+appends the non-fitting rest. Facets are counted over the filtered query (each facet leaves out
+its own filter, so every value's count is what toggling it would add or keep).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Annotated, Any, Literal, get_origin
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from sqlalchemy import ColumnElement, Select, and_, case, func, literal, or_, select
+from sqlalchemy.orm import Session
+
+from app.fit import (
+    MemoryEstimate,
+    OfferFacts,
+    OfferFit,
+    Workload,
+    assess_offer,
+    estimate_memory,
+    rank_key,
+)
+from app.fit.memory import per_gpu_breakdown
+from app.fit.query import workload_from_query
+from app.fit.serialize import fit_dict
+from app.gpus.catalog import UNKNOWN, load_catalog
+from app.models import GpuModel, Offer, PricePoint, Provider
+
+Sort = Literal["fit", "cost", "price", "price_per_gpu", "vram", "newest"]
+Market = Literal["any", "on_demand", "spot"]
+InterconnectValue = Literal["nvswitch", "nvlink", "pcie", "unknown"]
+NetworkValue = Literal["infiniband", "roce", "efa", "ethernet", "none", "unknown"]
+BillingValue = Literal["second", "minute", "hour", "unknown"]
+AvailabilityValue = Literal["in_stock", "limited", "out", "unknown"]
+
+SORT_LABELS: dict[str, str] = {
+    "fit": "Best fit",
+    "cost": "Total job cost",
+    "price": "Price per hour",
+    "price_per_gpu": "Price per GPU-hour",
+    "vram": "VRAM (most first)",
+    "newest": "Newest",
+}
+WORKLOAD_SORTS = ("fit", "cost")
+# The workload query parameters of /api/estimate (app.fit.query), shared by every table.
+WORKLOAD_KEYS = (
+    "model", "params_b", "method", "precision", "optimizer", "batch_size", "seq_len",
+    "grad_checkpointing", "lora_rank", "sharding", "gpus", "tokens",
+)
+DEFAULT_SORT: Sort = "price_per_gpu"
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 1000
+LABELS: dict[str, str] = {
+    "nvswitch": "NVSwitch",
+    "nvlink": "NVLink",
+    "pcie": "PCIe",
+    "infiniband": "InfiniBand",
+    "roce": "RoCE",
+    "efa": "EFA",
+    "ethernet": "Ethernet",
+    "none": "none",
+    "second": "per second",
+    "minute": "per minute",
+    "hour": "per hour",
+    "in_stock": "in stock",
+    "limited": "limited",
+    "out": "out of stock",
+    "unknown": "unknown",
+    "on_demand": "on-demand",
+    "spot": "spot",
+    "nvidia": "NVIDIA",
+    "amd": "AMD",
+    "intel": "Intel",
+}
+
+
+def _blank_to_none(value: Any) -> Any:
+    """An empty form field means "no filter", not an invalid number."""
+    if isinstance(value, str) and not value.strip():
+        return None
+    return value
+
+
+def _drop_blanks(value: Any) -> Any:
+    if isinstance(value, list):
+        return [v for v in value if not (isinstance(v, str) and not v.strip())]
+    return value
+
+
+OptFloat = Annotated[
+    float | None, BeforeValidator(_blank_to_none), Field(default=None, ge=0, le=1_000_000)
+]
+
+
+def _strs(values: Any) -> Any:
+    return [v.strip() for v in _drop_blanks(values)] if isinstance(values, list) else values
+
+
+StrList = Annotated[list[Annotated[str, Field(max_length=200)]], BeforeValidator(_strs)]
+
+
+class OfferFilters(BaseModel):
+    """The table's query parameters (filters, sort, page); workload params live in app.fit."""
+
+    model_config = ConfigDict(frozen=True, allow_inf_nan=False, extra="ignore")
+
+    gpu: StrList = Field(default_factory=list, max_length=100)
+    vendor: Annotated[
+        list[Literal["nvidia", "amd", "intel"]], BeforeValidator(_drop_blanks)
+    ] = Field(default_factory=list)
+    provider: StrList = Field(default_factory=list, max_length=100)
+    continent: StrList = Field(default_factory=list, max_length=20)
+    region: StrList = Field(default_factory=list, max_length=200)
+    gpu_count: Annotated[
+        list[Annotated[float, Field(gt=0, le=1024)]], BeforeValidator(_drop_blanks)
+    ] = Field(default_factory=list, max_length=50)
+    min_vram: OptFloat = None
+    min_vram_total: OptFloat = None
+    market: Annotated[Market, BeforeValidator(lambda v: _blank_to_none(v) or "any")] = "any"
+    nvlink: bool = False
+    interconnect: Annotated[list[InterconnectValue], BeforeValidator(_drop_blanks)] = Field(
+        default_factory=list
+    )
+    network: Annotated[list[NetworkValue], BeforeValidator(_drop_blanks)] = Field(
+        default_factory=list
+    )
+    billing: Annotated[list[BillingValue], BeforeValidator(_drop_blanks)] = Field(
+        default_factory=list
+    )
+    availability: Annotated[list[AvailabilityValue], BeforeValidator(_drop_blanks)] = Field(
+        default_factory=list
+    )
+    in_stock: bool = False
+    max_price_per_hour: OptFloat = None
+    max_price_per_gpu_hour: OptFloat = None
+    q: Annotated[str | None, BeforeValidator(_blank_to_none), Field(max_length=100)] = None
+    include_inactive: bool = False
+    fits_only: bool = False
+    sort: Annotated[Sort | None, BeforeValidator(_blank_to_none)] = None
+    limit: int = Field(default=DEFAULT_LIMIT, ge=1, le=MAX_LIMIT)
+    offset: int = Field(default=0, ge=0, le=10_000_000)
+
+
+LIST_KEYS = frozenset(
+    name for name, info in OfferFilters.model_fields.items()
+    if get_origin(info.annotation) is list
+)
+
+
+def filters_from_args(args: Sequence[tuple[str, str]]) -> OfferFilters:
+    """OfferFilters from query pairs (repeated keys for lists); raises pydantic ValidationError."""
+    data: dict[str, Any] = {}
+    for key, value in args:
+        if key in LIST_KEYS:
+            data.setdefault(key, []).append(value)
+        elif key in OfferFilters.model_fields and key not in data:
+            data[key] = value
+    return OfferFilters.model_validate(data)
+
+
+def workload_from_args(args: Sequence[tuple[str, str]]) -> Workload | None:
+    """The workload a query names (model or params_b), else None; blank values mean default.
+
+    Raises RequestValidationError naming the field, like the API's workload parameters.
+    """
+    values: dict[str, str] = {}
+    for key, value in args:
+        if key in WORKLOAD_KEYS and key not in values and value.strip():
+            values[key] = value.strip()
+    if "model" not in values and "params_b" not in values:
+        return None
+    return workload_from_query(**values)
+
+
+# ---------------------------------------------------------------------------------------------
+# Price expressions: spot listings have no on-demand price, so "the price" depends on the market.
+
+
+def price_expr(filters: OfferFilters) -> ColumnElement[Any]:
+    """Hourly price the table compares: the spot price in the spot market, else on-demand."""
+    if filters.market == "spot":
+        return Offer.spot_price_per_hour.expression
+    return func.coalesce(Offer.price_per_hour, Offer.spot_price_per_hour)
+
+
+def price_per_gpu_expr(filters: OfferFilters) -> ColumnElement[Any]:
+    return price_expr(filters) / Offer.gpu_count
+
+
+def _is_null_or_in(column: Any, values: Sequence[str]) -> ColumnElement[bool]:
+    """`column IN values`, where the value "unknown" also matches NULL."""
+    named = [v for v in values if v != UNKNOWN]
+    parts: list[ColumnElement[bool]] = []
+    if named:
+        parts.append(column.in_(named))
+    if UNKNOWN in values:
+        parts.append(column.is_(None))
+    return or_(*parts)
+
+
+def _gpu_name(slug: str) -> str:
+    spec = load_catalog().get(slug)
+    return spec.name if spec else slug
+
+
+def _label(value: str) -> str:
+    return LABELS.get(value, value)
+
+
+def _or_list(values: Iterable[str]) -> str:
+    items = list(values)
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " or " + items[-1]
+
+
+def _money(value: float) -> str:
+    return f"${value:,.2f}"
+
+
+# ---------------------------------------------------------------------------------------------
+# The filter table
+
+
+@dataclass(frozen=True)
+class FilterSpec:
+    """One filter: its query key, form label, SQL clause and caption for a given value."""
+
+    key: str
+    label: str
+    clause: Callable[[Any, OfferFilters], ColumnElement[bool]]
+    caption: Callable[[Any], str]
+    # facet: the column grouped for counts, and a display label for each value
+    facet: Callable[[], Any] | None = None
+    facet_label: Callable[[str], str] = _label
+
+
+def _vendor_clause(values: list[str], _f: OfferFilters) -> ColumnElement[bool]:
+    return Offer.gpu_model_slug.in_(select(GpuModel.slug).where(GpuModel.vendor.in_(values)))
+
+
+def _q_clause(text: str, _f: OfferFilters) -> ColumnElement[bool]:
+    # Escape LIKE wildcards so a "%" typed by a user is a literal percent sign.
+    pattern = "%" + text.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    return or_(
+        func.lower(Offer.instance_type).like(pattern, escape="\\"),
+        func.lower(Offer.gpu_raw_name).like(pattern, escape="\\"),
+    )
+
+
+def _market_clause(value: str, _f: OfferFilters) -> ColumnElement[bool]:
+    if value == "on_demand":
+        return Offer.price_per_hour.is_not(None)
+    return Offer.spot_price_per_hour.is_not(None)
+
+
+def _num(value: float) -> str:
+    return f"{value:g}"
+
+
+FILTERS: tuple[FilterSpec, ...] = (
+    FilterSpec(
+        "gpu", "GPU model",
+        lambda v, f: _is_null_or_in(Offer.gpu_model_slug, v),
+        lambda v: "GPU model is " + _or_list(_gpu_name(s) for s in v),
+        facet=lambda: Offer.gpu_model_slug,
+        facet_label=lambda s: "unknown" if s == UNKNOWN else _gpu_name(s),
+    ),
+    FilterSpec(
+        "vendor", "Vendor", _vendor_clause,
+        lambda v: "vendor is " + _or_list(_label(s) for s in v),
+        facet=lambda: GpuModel.vendor,
+    ),
+    FilterSpec(
+        "provider", "Provider",
+        lambda v, f: Offer.provider_id.in_(v),
+        lambda v: "provider is " + _or_list(v),
+        facet=lambda: Offer.provider_id,
+    ),
+    FilterSpec(
+        "continent", "Continent",
+        lambda v, f: _is_null_or_in(Offer.continent, v),
+        lambda v: "continent is " + _or_list(v),
+        facet=lambda: Offer.continent,
+    ),
+    FilterSpec(
+        "region", "Region",
+        lambda v, f: Offer.region.in_(v),
+        lambda v: "region is " + _or_list(v),
+    ),
+    FilterSpec(
+        "gpu_count", "GPU count",
+        lambda v, f: Offer.gpu_count.in_(v),
+        lambda v: "GPU count is " + _or_list(_num(n) for n in v),
+        facet=lambda: Offer.gpu_count,
+        facet_label=lambda s: f"{float(s):g}× GPU",
+    ),
+    FilterSpec(
+        "min_vram", "Min VRAM per GPU (GiB)",
+        lambda v, f: Offer.vram_gib_per_gpu >= v,
+        lambda v: f"VRAM per GPU ≥ {v:g} GiB",
+    ),
+    FilterSpec(
+        "min_vram_total", "Min total VRAM (GiB)",
+        lambda v, f: Offer.vram_gib_total >= v,
+        lambda v: f"total VRAM ≥ {v:g} GiB",
+    ),
+    FilterSpec(
+        "market", "Market", _market_clause,
+        lambda v: "spot price available" if v == "spot" else "on-demand price available",
+    ),
+    FilterSpec(
+        "nvlink", "NVLink/NVSwitch required",
+        lambda v, f: Offer.interconnect.in_(["nvlink", "nvswitch"]),
+        lambda v: "GPUs linked by NVLink or NVSwitch",
+    ),
+    FilterSpec(
+        "interconnect", "Interconnect",
+        lambda v, f: Offer.interconnect.in_(v),
+        lambda v: "interconnect is " + _or_list(_label(s) for s in v),
+        facet=lambda: Offer.interconnect,
+    ),
+    FilterSpec(
+        "network", "Inter-node network",
+        lambda v, f: Offer.network.in_(v),
+        lambda v: "network is " + _or_list(_label(s) for s in v),
+        facet=lambda: Offer.network,
+    ),
+    FilterSpec(
+        "billing", "Billing granularity",
+        lambda v, f: Offer.billing.in_(v),
+        lambda v: "billed " + _or_list(_label(s) for s in v),
+        facet=lambda: Offer.billing,
+    ),
+    FilterSpec(
+        "availability", "Availability",
+        lambda v, f: Offer.availability.in_(v),
+        lambda v: "availability is " + _or_list(_label(s) for s in v),
+        facet=lambda: Offer.availability,
+    ),
+    FilterSpec(
+        "in_stock", "In stock only",
+        lambda v, f: Offer.availability.in_(["in_stock", "limited"]),
+        lambda v: "in stock",
+    ),
+    FilterSpec(
+        "max_price_per_hour", "Max price per hour ($)",
+        lambda v, f: price_expr(f) <= v,
+        lambda v: f"price ≤ {_money(v)}/h",
+    ),
+    FilterSpec(
+        "max_price_per_gpu_hour", "Max price per GPU-hour ($)",
+        lambda v, f: price_per_gpu_expr(f) <= v,
+        lambda v: f"price ≤ {_money(v)} per GPU-hour",
+    ),
+    FilterSpec(
+        "q", "Search", _q_clause,
+        lambda v: f"instance or GPU name contains “{v}”",
+    ),
+)
+FILTERS_BY_KEY = {spec.key: spec for spec in FILTERS}
+FACET_KEYS = tuple(spec.key for spec in FILTERS if spec.facet is not None)
+
+
+def _is_active(value: Any) -> bool:
+    """Whether a parsed filter value restricts anything (defaults and empty lists do not)."""
+    if value is None or value is False:
+        return False
+    if isinstance(value, list | tuple):
+        return bool(value)
+    return bool(value != "any")
+
+
+def active_filters(filters: OfferFilters) -> list[tuple[FilterSpec, Any]]:
+    """The filters that restrict the query, with their values, in table order."""
+    return [
+        (spec, getattr(filters, spec.key))
+        for spec in FILTERS
+        if _is_active(getattr(filters, spec.key))
+    ]
+
+
+def where_clauses(
+    filters: OfferFilters, *, exclude: str | None = None
+) -> list[ColumnElement[bool]]:
+    """SQL conditions for the filters (minus `exclude`, for its own facet) and activeness."""
+    clauses = [
+        spec.clause(value, filters)
+        for spec, value in active_filters(filters)
+        if spec.key != exclude
+    ]
+    if not filters.include_inactive:
+        clauses.append(Offer.active.is_(True))
+    return clauses
+
+
+def caption(filters: OfferFilters) -> str:
+    """The "showing offers where ..." sentence for the active filters."""
+    parts = [spec.caption(value) for spec, value in active_filters(filters)]
+    if filters.include_inactive:
+        parts.append("including offers no longer listed")
+    if not parts:
+        return "showing all current offers"
+    return "showing offers where " + "; ".join(parts)
+
+
+# ---------------------------------------------------------------------------------------------
+# Rows
+
+
+@dataclass(frozen=True)
+class OfferRow:
+    """One offer with its provider and GPU details: what tables and the fit engine need."""
+
+    id: int
+    provider: str
+    provider_name: str
+    source: str
+    instance_type: str
+    region: str
+    continent: str | None
+    spot: bool
+    gpu_model: str
+    gpu_name: str
+    gpu_vendor: str | None
+    gpu_raw_name: str
+    gpu_count: float
+    vram_gib_per_gpu: float | None
+    vram_gib_total: float | None
+    vcpus: float | None
+    ram_gib: float | None
+    disk_gib: float | None
+    interconnect: str
+    network: str
+    network_gbps: float | None
+    price_per_hour: float | None
+    spot_price_per_hour: float | None
+    price_per_gpu_hour: float | None
+    currency: str
+    billing: str
+    availability: str
+    availability_count: int | None
+    first_seen: datetime
+    last_seen: datetime
+    active: bool
+    bf16_tflops: float | None
+    fp16_tflops: float | None
+    memory_type: str | None
+    nvlink_gbps: float | None
+
+    @property
+    def spot_price_per_gpu_hour(self) -> float | None:
+        spot = self.spot_price_per_hour
+        return None if spot is None else spot / self.gpu_count
+
+
+_ROW_COLUMNS: tuple[Any, ...] = (
+    Offer.id,
+    Offer.provider_id,
+    Provider.display_name,
+    Offer.source,
+    Offer.instance_type,
+    Offer.region,
+    Offer.continent,
+    Offer.spot,
+    Offer.gpu_model_slug,
+    GpuModel.name,
+    GpuModel.vendor,
+    Offer.gpu_raw_name,
+    Offer.gpu_count,
+    Offer.vram_gib_per_gpu,
+    Offer.vram_gib_total,
+    Offer.vcpus,
+    Offer.ram_gib,
+    Offer.disk_gib,
+    Offer.interconnect,
+    Offer.network,
+    Offer.network_gbps,
+    Offer.price_per_hour,
+    Offer.spot_price_per_hour,
+    Offer.price_per_gpu_hour,
+    Offer.currency,
+    Offer.billing,
+    Offer.availability,
+    Offer.availability_count,
+    Offer.first_seen,
+    Offer.last_seen,
+    Offer.active,
+    GpuModel.bf16_tflops,
+    GpuModel.fp16_tflops,
+    GpuModel.memory_type,
+    GpuModel.nvlink_gbps,
+)
+
+
+def _row_select() -> Select[Any]:
+    return (
+        select(*_ROW_COLUMNS)
+        .join(Provider, Provider.id == Offer.provider_id)
+        .outerjoin(GpuModel, GpuModel.slug == Offer.gpu_model_slug)
+    )
+
+
+def _to_row(raw: Sequence[Any]) -> OfferRow:
+    values = list(raw)
+    slug = values[8]
+    values[8] = slug or UNKNOWN
+    # An offer whose GPU is not in the catalog shows the provider's own spelling.
+    values[9] = values[9] or values[11]
+    return OfferRow(*values)
+
+
+def _rows(session: Session, stmt: Select[Any]) -> list[OfferRow]:
+    return [_to_row(r) for r in session.execute(stmt)]
+
+
+def get_offer(session: Session, *, offer_id: int) -> OfferRow | None:
+    """One offer by id (active or not), or None."""
+    rows = _rows(session, _row_select().where(Offer.id == offer_id))
+    return rows[0] if rows else None
+
+
+# ---------------------------------------------------------------------------------------------
+# Sorting
+
+
+def effective_sort(filters: OfferFilters, *, has_workload: bool) -> Sort:
+    """The sort in force: the requested one, fit when a workload is set, else price per GPU-hour."""
+    if filters.sort is None:
+        return "fit" if has_workload else DEFAULT_SORT
+    if filters.sort in WORKLOAD_SORTS and not has_workload:
+        return DEFAULT_SORT
+    return filters.sort
+
+
+def _order_by(sort: Sort, filters: OfferFilters) -> list[Any]:
+    price = price_expr(filters)
+    if sort == "price":
+        keys = [price.asc().nulls_last()]
+    elif sort == "vram":
+        keys = [Offer.vram_gib_total.desc().nulls_last(), price_per_gpu_expr(filters).asc()]
+    elif sort == "newest":
+        keys = [Offer.first_seen.desc()]
+    else:
+        keys = [price_per_gpu_expr(filters).asc().nulls_last()]
+    return [*keys, Offer.id.asc()]  # id last: a stable order makes pages not overlap
+
+
+def _row_price(row: OfferRow, filters: OfferFilters) -> float | None:
+    if filters.market == "spot":
+        return row.spot_price_per_hour
+    return row.price_per_hour if row.price_per_hour is not None else row.spot_price_per_hour
+
+
+def _python_key(sort: Sort, filters: OfferFilters) -> Callable[[OfferRow], tuple[Any, ...]]:
+    """The same order as `_order_by`, for rows already in memory."""
+
+    def key(row: OfferRow) -> tuple[Any, ...]:
+        price = _row_price(row, filters)
+        p = math.inf if price is None else price
+        if sort == "price":
+            return (p, row.id)
+        if sort == "vram":
+            total = row.vram_gib_total
+            return (-(total if total is not None else -math.inf), p / row.gpu_count, row.id)
+        if sort == "newest":
+            return (-row.first_seen.timestamp(), row.id)
+        return (p / row.gpu_count, row.id)
+
+    return key
+
+
+# ---------------------------------------------------------------------------------------------
+# Facets
+
+
+@dataclass(frozen=True)
+class FacetValue:
+    value: str
+    label: str
+    count: int
+    selected: bool
+
+
+@dataclass(frozen=True)
+class Facet:
+    key: str
+    label: str
+    values: list[FacetValue]
+
+
+def _selected_strings(filters: OfferFilters, key: str) -> set[str]:
+    value = getattr(filters, key)
+    if key == "gpu_count":
+        return {f"{v:g}" for v in value}
+    return {str(v) for v in value}
+
+
+def _facet_value_str(key: str, raw: Any) -> str:
+    if raw is None:
+        return UNKNOWN
+    if key == "gpu_count":
+        return f"{float(raw):g}"
+    return str(raw)
+
+
+def facets(session: Session, *, filters: OfferFilters, max_values: int = 40) -> list[Facet]:
+    """Counts per value for each facet over the filtered offers (leaving out its own filter)."""
+    out: list[Facet] = []
+    for key in FACET_KEYS:
+        spec = FILTERS_BY_KEY[key]
+        assert spec.facet is not None
+        column = spec.facet()
+        stmt = select(column, func.count()).select_from(Offer)
+        if key == "vendor":
+            stmt = stmt.join(GpuModel, GpuModel.slug == Offer.gpu_model_slug)
+        stmt = (
+            stmt.where(*where_clauses(filters, exclude=key))
+            .group_by(column)
+            .order_by(func.count().desc(), column)
+            .limit(max_values)
+        )
+        selected = _selected_strings(filters, key)
+        values = []
+        for raw, count in session.execute(stmt):
+            value = _facet_value_str(key, raw)
+            values.append(FacetValue(value, spec.facet_label(value), int(count), value in selected))
+        # A selected value with no matches still needs a way to be un-ticked.
+        for value in sorted(selected - {v.value for v in values}):
+            values.append(FacetValue(value, spec.facet_label(value), 0, True))
+        if key == "gpu_count":
+            values.sort(key=lambda v: float(v.value))
+        out.append(Facet(key, spec.label, values))
+    out.append(_market_facet(session, filters))
+    return out
+
+
+def _market_facet(session: Session, filters: OfferFilters) -> Facet:
+    # An on-demand listing may carry a spot price too, so the two counts overlap.
+    stmt = select(
+        func.count(),
+        func.sum(case((Offer.price_per_hour.is_not(None), 1), else_=0)),
+        func.sum(case((Offer.spot_price_per_hour.is_not(None), 1), else_=0)),
+    ).where(*where_clauses(filters, exclude="market"))
+    total, on_demand, spot = session.execute(stmt).one()
+    return Facet(
+        "market",
+        "Market",
+        [
+            FacetValue("any", "any", int(total or 0), filters.market == "any"),
+            FacetValue(
+                "on_demand", "on-demand", int(on_demand or 0), filters.market == "on_demand"
+            ),
+            FacetValue("spot", "spot", int(spot or 0), filters.market == "spot"),
+        ],
+    )
+
+
+@dataclass(frozen=True)
+class RegionGroup:
+    continent: str
+    regions: list[FacetValue]
+
+
+def regions_by_continent(session: Session, *, filters: OfferFilters) -> list[RegionGroup]:
+    """Region choices with counts, grouped by continent (for the region filter)."""
+    stmt = (
+        select(Offer.continent, Offer.region, func.count())
+        .where(*where_clauses(filters, exclude="region"))
+        .group_by(Offer.continent, Offer.region)
+        .order_by(Offer.continent, Offer.region)
+    )
+    selected = set(filters.region)
+    groups: dict[str, list[FacetValue]] = {}
+    for continent, region, count in session.execute(stmt):
+        groups.setdefault(continent or "Other", []).append(
+            FacetValue(region, region, int(count), region in selected)
+        )
+    return [RegionGroup(c, groups[c]) for c in sorted(groups, key=lambda c: (c == "Other", c))]
+
+
+# ---------------------------------------------------------------------------------------------
+# Search
+
+
+@dataclass(frozen=True)
+class RankedOffer:
+    """A table row: the offer, and its fit when a workload is set."""
+
+    row: OfferRow
+    fit: OfferFit | None = None
+
+
+@dataclass(frozen=True)
+class OfferPage:
+    """A page of offers and what produced it."""
+
+    total: int
+    offers: list[RankedOffer]
+    limit: int
+    offset: int
+    sort: Sort
+    caption: str
+    estimate: MemoryEstimate | None = None
+    fitting: int | None = None  # how many offers fit, when a workload is set
+
+
+def count_offers(session: Session, *, filters: OfferFilters) -> int:
+    """How many offers the filters select."""
+    stmt = select(func.count()).select_from(Offer).where(*where_clauses(filters))
+    return int(session.scalar(stmt) or 0)
+
+
+def search_offers(
+    session: Session, *, filters: OfferFilters, workload: Workload | None = None
+) -> OfferPage:
+    """Filter, sort and paginate offers; with a workload, rank them by fit (fitting ones first)."""
+    sort = effective_sort(filters, has_workload=workload is not None)
+    if workload is not None:
+        return _ranked_page(session, filters=filters, workload=workload, sort=sort)
+    stmt = (
+        _row_select()
+        .where(*where_clauses(filters))
+        .order_by(*_order_by(sort, filters))
+        .limit(filters.limit)
+        .offset(filters.offset)
+    )
+    return OfferPage(
+        total=count_offers(session, filters=filters),
+        offers=[RankedOffer(r) for r in _rows(session, stmt)],
+        limit=filters.limit,
+        offset=filters.offset,
+        sort=sort,
+        caption=caption(filters),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Ranking by fit
+
+
+def offer_facts(row: OfferRow) -> OfferFacts:
+    """The fit engine's view of one offer."""
+    return OfferFacts(
+        gpu_count=row.gpu_count,
+        vram_gib_per_gpu=row.vram_gib_per_gpu,
+        bf16_tflops=row.bf16_tflops,
+        fp16_tflops=row.fp16_tflops,
+        memory_type=row.memory_type,
+        interconnect=row.interconnect,
+        nvlink_gbps=row.nvlink_gbps,
+        network=row.network,
+        network_gbps=row.network_gbps,
+        billing=row.billing,
+        price_per_hour=row.price_per_hour,
+        spot_price_per_hour=row.spot_price_per_hour,
+        spot=row.spot,
+        availability=row.availability,
+    )
+
+
+@dataclass(frozen=True)
+class VramBounds:
+    """Lower bounds any fitting offer meets: per-GPU VRAM, and total VRAM of whole-GPU offers."""
+
+    per_gpu_gib: float
+    total_gib: float
+
+
+# The SQL prefilter must never drop an offer that fits; shave a little off for float noise.
+_BOUND_SLACK = 0.999
+_MANY_GPUS = 1024
+
+
+def vram_bounds(workload: Workload, estimate: MemoryEstimate) -> VramBounds:
+    """Sound lower bounds on what a fitting offer needs (see assess_offer's layouts).
+
+    Per GPU: no layout needs less than ZeRO-3 over very many GPUs (only activations, logits and
+    overheads stay) or the job alone on one GPU. In total: n GPUs each holding their share need
+    at least what one GPU holding everything needs, since sharding only splits model states.
+    """
+    arch = estimate.arch
+    one = per_gpu_breakdown(workload, arch, 1, workload.sharding).total_gib
+    spread = per_gpu_breakdown(workload, arch, _MANY_GPUS, "zero3").total_gib
+    return VramBounds(
+        per_gpu_gib=min(one, spread) * _BOUND_SLACK, total_gib=one * _BOUND_SLACK
+    )
+
+
+def _candidate_clause(bounds: VramBounds) -> ColumnElement[bool]:
+    # Fractional (shared) GPUs count as one whole GPU for memory, so the total bound skips them.
+    return and_(
+        Offer.vram_gib_per_gpu >= bounds.per_gpu_gib,
+        or_(Offer.gpu_count < 1, Offer.vram_gib_total >= bounds.total_gib),
+    )
+
+
+def _rest_clause(bounds: VramBounds) -> ColumnElement[bool]:
+    """The complement of `_candidate_clause`, NULL-safe (unknown VRAM never fits)."""
+    return or_(
+        Offer.vram_gib_per_gpu.is_(None),
+        Offer.vram_gib_per_gpu < bounds.per_gpu_gib,
+        and_(
+            Offer.gpu_count >= 1,
+            or_(Offer.vram_gib_total.is_(None), Offer.vram_gib_total < bounds.total_gib),
+        ),
+    )
+
+
+class _Assessor:
+    """assess_offer with a cache: offers with identical facts (common in lists) share a result."""
+
+    def __init__(self, workload: Workload, estimate: MemoryEstimate, use_spot: bool) -> None:
+        self.workload, self.estimate, self.use_spot = workload, estimate, use_spot
+        self.cache: dict[OfferFacts, OfferFit] = {}
+
+    def __call__(self, row: OfferRow) -> OfferFit:
+        facts = offer_facts(row)
+        fit = self.cache.get(facts)
+        if fit is None:
+            fit = assess_offer(self.workload, self.estimate, facts, use_spot=self.use_spot)
+            self.cache[facts] = fit
+        return fit
+
+
+def assess_row(row: OfferRow, workload: Workload, *, use_spot: bool = False) -> OfferFit:
+    """The fit of `workload` on one offer (offer and detail pages)."""
+    estimate = estimate_memory(workload)
+    return assess_offer(workload, estimate, offer_facts(row), use_spot=use_spot)
+
+
+def _fit_sort_key(
+    sort: Sort, filters: OfferFilters
+) -> Callable[[RankedOffer], tuple[Any, ...]]:
+    row_key = _python_key(sort, filters)
+
+    def key(item: RankedOffer) -> tuple[Any, ...]:
+        assert item.fit is not None
+        if sort == "fit":
+            return (*rank_key(item.fit), item.row.id)
+        if sort == "cost":
+            cost = item.fit.est_total_cost
+            return (math.inf if cost is None else cost, *rank_key(item.fit), item.row.id)
+        return row_key(item.row)
+
+    return key
+
+
+def _ranked_page(
+    session: Session, *, filters: OfferFilters, workload: Workload, sort: Sort
+) -> OfferPage:
+    """Assess SQL-prefiltered candidates; fitting ones first, then the rest, paginated."""
+    estimate = estimate_memory(workload)
+    bounds = vram_bounds(workload, estimate)
+    assess = _Assessor(workload, estimate, use_spot=filters.market == "spot")
+    candidates = [
+        RankedOffer(row, assess(row))
+        for row in all_rows(session, filters=filters, extra=[_candidate_clause(bounds)])
+    ]
+    fitting = sorted(
+        (c for c in candidates if c.fit and c.fit.fits), key=_fit_sort_key(sort, filters)
+    )
+    # Non-fitting offers keep the price order (fit and cost mean nothing for them).
+    rest_sort: Sort = "price_per_gpu" if sort in WORKLOAD_SORTS else sort
+    missed = sorted(
+        (c for c in candidates if not (c.fit and c.fit.fits)),
+        key=lambda c: _python_key(rest_sort, filters)(c.row),
+    )
+    start, stop = filters.offset, filters.offset + filters.limit
+    if filters.fits_only:
+        return OfferPage(
+            total=len(fitting), offers=fitting[start:stop], limit=filters.limit,
+            offset=filters.offset, sort=sort, caption=_fit_caption(filters),
+            estimate=estimate, fitting=len(fitting),
+        )
+    head = [*fitting, *missed]
+    page = head[start:stop]
+    rest_total = count_where(session, filters=filters, extra=[_rest_clause(bounds)])
+    if len(page) < filters.limit and rest_total:
+        rest_rows = page_rows(
+            session,
+            filters=filters,
+            sort=rest_sort,
+            extra=[_rest_clause(bounds)],
+            limit=filters.limit - len(page),
+            offset=max(0, start - len(head)),
+        )
+        page += [RankedOffer(row, assess(row)) for row in rest_rows]
+    return OfferPage(
+        total=len(head) + rest_total, offers=page, limit=filters.limit, offset=filters.offset,
+        sort=sort, caption=_fit_caption(filters), estimate=estimate, fitting=len(fitting),
+    )
+
+
+def _fit_caption(filters: OfferFilters) -> str:
+    text = caption(filters)
+    return text + ("; only offers the job fits" if filters.fits_only else "")
+
+
+def all_rows(
+    session: Session, *, filters: OfferFilters, extra: Sequence[ColumnElement[bool]] = ()
+) -> list[OfferRow]:
+    """Every filtered offer (no pagination), e.g. the fit candidates; `extra` narrows further."""
+    stmt = _row_select().where(*where_clauses(filters), *extra)
+    return _rows(session, stmt)
+
+
+def page_rows(
+    session: Session,
+    *,
+    filters: OfferFilters,
+    sort: Sort,
+    extra: Sequence[ColumnElement[bool]] = (),
+    limit: int,
+    offset: int,
+) -> list[OfferRow]:
+    """One SQL-sorted page of filtered offers narrowed by `extra`."""
+    if limit <= 0:
+        return []
+    stmt = (
+        _row_select()
+        .where(*where_clauses(filters), *extra)
+        .order_by(*_order_by(sort, filters))
+        .limit(limit)
+        .offset(offset)
+    )
+    return _rows(session, stmt)
+
+
+def count_where(
+    session: Session, *, filters: OfferFilters, extra: Sequence[ColumnElement[bool]]
+) -> int:
+    """How many filtered offers also satisfy `extra`."""
+    stmt = select(func.count()).select_from(Offer).where(*where_clauses(filters), *extra)
+    return int(session.scalar(stmt) or 0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Offer detail, GPU page, history
+
+
+@dataclass(frozen=True)
+class HistoryPoint:
+    observed_at: datetime
+    price_per_hour: float | None
+    spot_price_per_hour: float | None
+    availability: str
+
+
+def price_history(session: Session, *, offer_id: int, limit: int = 5000) -> list[HistoryPoint]:
+    """The recorded price/availability points of one offer, oldest first."""
+    stmt = (
+        select(
+            PricePoint.observed_at,
+            PricePoint.price_per_hour,
+            PricePoint.spot_price_per_hour,
+            PricePoint.availability,
+        )
+        .where(PricePoint.offer_id == offer_id)
+        .order_by(PricePoint.observed_at.desc(), PricePoint.id.desc())
+        .limit(limit)
+    )
+    points = [HistoryPoint(*r) for r in session.execute(stmt)]
+    points.reverse()
+    return points
+
+
+@dataclass(frozen=True)
+class ProviderHistory:
+    provider: str
+    points: list[tuple[datetime, float]]  # (time, cheapest price per GPU-hour then)
+
+
+def gpu_price_history(
+    session: Session, *, slug: str, max_points: int = 20000
+) -> list[ProviderHistory]:
+    """Per provider, the cheapest recorded on-demand price per GPU-hour at each observation."""
+    per_gpu = PricePoint.price_per_hour / Offer.gpu_count
+    stmt = (
+        select(Offer.provider_id, PricePoint.observed_at, func.min(per_gpu))
+        .join(Offer, Offer.id == PricePoint.offer_id)
+        .where(Offer.gpu_model_slug == slug, PricePoint.price_per_hour.is_not(None))
+        .group_by(Offer.provider_id, PricePoint.observed_at)
+        .order_by(Offer.provider_id, PricePoint.observed_at)
+        .limit(max_points)
+    )
+    series: dict[str, list[tuple[datetime, float]]] = {}
+    for provider, observed, price in session.execute(stmt):
+        if price is not None:
+            series.setdefault(provider, []).append((observed, float(price)))
+    return [ProviderHistory(p, pts) for p, pts in series.items()]
+
+
+def cheapest_per_provider(session: Session, *, slug: str) -> list[OfferRow]:
+    """For one GPU model, each provider's cheapest active offer by price per GPU-hour."""
+    per_gpu = func.coalesce(Offer.price_per_hour, Offer.spot_price_per_hour) / Offer.gpu_count
+    ranked = (
+        select(
+            Offer.id.label("id"),
+            func.row_number()
+            .over(partition_by=Offer.provider_id, order_by=(per_gpu.asc(), Offer.id.asc()))
+            .label("rn"),
+        )
+        .where(Offer.gpu_model_slug == slug, Offer.active.is_(True))
+        .subquery()
+    )
+    stmt = (
+        _row_select()
+        .join(ranked, and_(ranked.c.id == Offer.id, ranked.c.rn == literal(1)))
+        .order_by(per_gpu.asc(), Offer.id)
+    )
+    return _rows(session, stmt)
+
+
+# ---------------------------------------------------------------------------------------------
+# Output: one dict per offer feeds JSON and CSV alike.
+
+OFFER_FIELDS = (
+    "id", "provider", "provider_name", "instance_type", "region", "continent", "spot",
+    "gpu_model", "gpu_name", "gpu_vendor", "gpu_raw_name", "gpu_count", "vram_gib_per_gpu",
+    "vram_gib_total", "vcpus", "ram_gib", "disk_gib", "interconnect", "network", "network_gbps",
+    "price_per_hour", "price_per_gpu_hour", "spot_price_per_hour", "currency", "billing",
+    "availability", "availability_count", "first_seen", "last_seen", "active",
+)
+FIT_FIELDS = (  # fit_dict's keys, minus the nested `factors` (JSON only)
+    "fits", "per_gpu_gib_needed", "headroom_pct", "est_hours", "billed_hours", "est_total_cost",
+    "cost_per_m_tokens", "score", "explanation", "reason", "sharding_used",
+)
+
+
+def offer_dict(item: RankedOffer) -> dict[str, Any]:
+    """JSON-ready fields of one offer (plus its fit when ranked); datetimes as ISO 8601."""
+    row = item.row
+    out: dict[str, Any] = {}
+    for name in OFFER_FIELDS:
+        value = getattr(row, name)
+        out[name] = value.isoformat() if isinstance(value, datetime) else value
+    out["url"] = f"/offers/{row.id}"
+    if item.fit is not None:
+        out.update(fit_dict(item.fit))
+    return out
+
+
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _csv_cell(value: Any) -> Any:
+    """Blank for None; scraped text that a spreadsheet would run as a formula gets a quote."""
+    if value is None:
+        return ""
+    if isinstance(value, str) and value.startswith(_FORMULA_START):
+        return "'" + value
+    return value
+
+
+def to_csv(items: Sequence[RankedOffer], *, with_fit: bool) -> str:
+    """CSV text with a header row; the columns are the JSON fields in the same order."""
+    import csv
+    import io
+
+    columns = [*OFFER_FIELDS, "url", *(FIT_FIELDS if with_fit else ())]
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(columns)
+    for item in items:
+        data = offer_dict(item)
+        writer.writerow([_csv_cell(data.get(c)) for c in columns])
+    return buffer.getvalue()

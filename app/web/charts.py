@@ -1,0 +1,213 @@
+"""Inline SVG charts rendered on the server: pure functions from data to escaped markup.
+
+Prices are step lines: a recorded price holds until the next observation, and the last one
+until `end` (the offer's last sighting, or now). Colours come from CSS classes (static/app.css),
+so the markup needs no inline styles.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from markupsafe import Markup, escape
+
+from app.models import utcnow
+
+
+@dataclass(frozen=True)
+class Series:
+    """One line: a legend name, a CSS class, and (time, value) points in time order."""
+
+    name: str
+    css: str
+    points: Sequence[tuple[datetime, float]]
+
+
+@dataclass(frozen=True)
+class Band:
+    """A shaded time span (e.g. out of stock) with a CSS class and a legend label."""
+
+    start: datetime
+    end: datetime
+    css: str
+    label: str
+
+
+@dataclass(frozen=True)
+class Frame:
+    """The plot area inside the SVG, in pixels."""
+
+    width: float = 720
+    height: float = 260
+    left: float = 64
+    right: float = 16
+    top: float = 16
+    bottom: float = 56
+
+    @property
+    def plot_w(self) -> float:
+        return self.width - self.left - self.right
+
+    @property
+    def plot_h(self) -> float:
+        return self.height - self.top - self.bottom
+
+
+def nice_ticks(low: float, high: float, count: int = 4) -> list[float]:
+    """Round tick values covering [low, high] (1, 2, 2.5 or 5 times a power of ten)."""
+    if high <= low:
+        high = low + 1
+    raw = (high - low) / max(1, count)
+    power = 10 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw)
+    start = math.floor(low / step) * step
+    ticks = []
+    value = start
+    while value <= high + step * 1e-9:
+        ticks.append(round(value, 10))
+        value += step
+    return ticks
+
+
+def _fmt_value(value: float) -> str:
+    return f"${value:,.3f}" if value < 1 else f"${value:,.2f}"
+
+
+def _fmt_time(value: datetime, span: timedelta) -> str:
+    if span <= timedelta(days=2):
+        return value.strftime("%d %b %H:%M")
+    return value.strftime("%d %b %Y")
+
+
+def _step_path(
+    points: Sequence[tuple[datetime, float]],
+    end: datetime,
+    x: Callable[[datetime], float],
+    y: Callable[[float], float],
+) -> str:
+    parts = []
+    for i, (when, value) in enumerate(points):
+        px, py = x(when), y(value)
+        parts.append(f"M{px:.1f},{py:.1f}" if i == 0 else f"H{px:.1f}V{py:.1f}")
+    parts.append(f"H{x(max(end, points[-1][0])):.1f}")
+    return "".join(parts)
+
+
+def time_chart(
+    series: Sequence[Series],
+    *,
+    title: str,
+    bands: Sequence[Band] = (),
+    end: datetime | None = None,
+    frame: Frame = Frame(),
+    unit: str = "per hour",
+) -> Markup:
+    """An accessible SVG step chart of `series` over time, with shaded `bands`."""
+    drawn = [s for s in series if s.points]
+    end = end or utcnow()
+    if not drawn:
+        return Markup(
+            '<p class="chart-empty">No price history recorded yet.</p>'
+        )
+    times = [t for s in drawn for t, _ in s.points] + [b.start for b in bands]
+    t0, t1 = min(times), max([*times, end])
+    if t1 - t0 < timedelta(hours=1):
+        t0, t1 = t0 - timedelta(minutes=30), t1 + timedelta(minutes=30)
+    span = t1 - t0
+    values = [v for s in drawn for _, v in s.points]
+    ticks = nice_ticks(0.0, max(values) * 1.1 or 1.0)
+    y_max = ticks[-1]
+
+    def x(when: datetime) -> float:
+        return frame.left + (when - t0) / span * frame.plot_w
+
+    def y(value: float) -> float:
+        return frame.top + frame.plot_h * (1 - value / y_max)
+
+    out: list[str] = [
+        f'<svg class="chart" viewBox="0 0 {frame.width:g} {frame.height:g}" role="img" '
+        f'aria-labelledby="chart-title chart-desc" xmlns="http://www.w3.org/2000/svg">',
+        f'<title id="chart-title">{escape(title)}</title>',
+        f'<desc id="chart-desc">{escape(_describe(drawn, unit))}</desc>',
+    ]
+    for band in bands:
+        bx0, bx1 = x(max(band.start, t0)), x(min(band.end, t1))
+        out.append(
+            f'<rect class="band {escape(band.css)}" x="{bx0:.1f}" y="{frame.top:g}" '
+            f'width="{max(1.0, bx1 - bx0):.1f}" height="{frame.plot_h:g}">'
+            f"<title>{escape(band.label)}</title></rect>"
+        )
+    for tick in ticks:
+        ty = y(tick)
+        out.append(
+            f'<line class="grid" x1="{frame.left:g}" x2="{frame.width - frame.right:g}" '
+            f'y1="{ty:.1f}" y2="{ty:.1f}"/>'
+            f'<text class="axis" x="{frame.left - 6:g}" y="{ty + 4:.1f}" '
+            f'text-anchor="end">{escape(_fmt_value(tick))}</text>'
+        )
+    for i in range(5):
+        when = t0 + span * (i / 4)
+        tx = x(when)
+        anchor = "start" if i == 0 else "end" if i == 4 else "middle"
+        out.append(
+            f'<text class="axis" x="{tx:.1f}" y="{frame.top + frame.plot_h + 16:g}" '
+            f'text-anchor="{anchor}">{escape(_fmt_time(when, span))}</text>'
+        )
+    for s in drawn:
+        out.append(
+            f'<path class="line {escape(s.css)}" d="{_step_path(s.points, end, x, y)}">'
+            f"<title>{escape(s.name)}</title></path>"
+        )
+        for when, value in s.points:
+            out.append(
+                f'<circle class="dot {escape(s.css)}" cx="{x(when):.1f}" cy="{y(value):.1f}" r="3">'
+                f"<title>{escape(s.name)}: {escape(_fmt_value(value))} "
+                f"({escape(when.strftime('%Y-%m-%d %H:%M'))} UTC)</title></circle>"
+            )
+    legend_y = frame.height - 12
+    lx = frame.left
+    for s in drawn:
+        out.append(
+            f'<rect class="key {escape(s.css)}" x="{lx:.1f}" y="{legend_y - 9:g}" '
+            f'width="14" height="4"/>'
+            f'<text class="legend" x="{lx + 18:.1f}" y="{legend_y - 4:g}">{escape(s.name)}</text>'
+        )
+        lx += 30 + 7 * len(s.name)
+    for css, text in sorted({(b.css, b.label) for b in bands}):
+        out.append(
+            f'<rect class="band {escape(css)}" x="{lx:.1f}" y="{legend_y - 12:g}" '
+            f'width="14" height="10"/>'
+            f'<text class="legend" x="{lx + 18:.1f}" y="{legend_y - 4:g}">{escape(text)}</text>'
+        )
+        lx += 30 + 7 * len(text)
+    out.append("</svg>")
+    return Markup("".join(out))
+
+
+def _describe(series: Sequence[Series], unit: str) -> str:
+    parts = []
+    for s in series:
+        values = [v for _, v in s.points]
+        parts.append(
+            f"{s.name}: {len(values)} observation(s), from {_fmt_value(min(values))} to "
+            f"{_fmt_value(max(values))} {unit}, latest {_fmt_value(values[-1])}"
+        )
+    return "; ".join(parts)
+
+
+def availability_bands(
+    points: Sequence[tuple[datetime, str]], end: datetime
+) -> list[Band]:
+    """Spans where an offer was out of stock or limited (each lasts until the next point)."""
+    bands = []
+    for i, (when, availability) in enumerate(points):
+        until = points[i + 1][0] if i + 1 < len(points) else end
+        if availability == "out":
+            bands.append(Band(when, until, "out", "out of stock"))
+        elif availability == "limited":
+            bands.append(Band(when, until, "limited", "limited availability"))
+    return bands
+

@@ -1,0 +1,172 @@
+"""Template contexts for the pages: what each page shows, assembled from the query functions."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.fit import Workload
+from app.fit.serialize import presets_list
+from app.freshness import ProviderStatus, SampleNotice, provider_statuses, sample_notice
+from app.gpus.catalog import GpuSpec, load_catalog
+from app.models import GpuModel
+from app.queries import (
+    SORT_LABELS,
+    WORKLOAD_SORTS,
+    Facet,
+    OfferFilters,
+    OfferPage,
+    RegionGroup,
+    active_filters,
+    facets,
+    regions_by_continent,
+    search_offers,
+)
+from app.settings import Settings
+from app.web import urls
+from app.web.urls import Args
+
+MAX_STALE_LISTED = 6
+METHOD_LABELS = {"pretrain": "pretraining", "full": "full fine-tune", "lora": "LoRA",
+                 "qlora": "QLoRA"}
+
+
+@dataclass(frozen=True)
+class Chip:
+    """An active filter shown above the table with a link that removes it."""
+
+    text: str
+    remove_url: str
+
+
+@dataclass(frozen=True)
+class PageLink:
+    label: str
+    url: str | None  # None: the current page or out of range
+
+
+@dataclass(frozen=True)
+class Banners:
+    stale: list[ProviderStatus]
+    stale_more: int
+    sample: SampleNotice | None
+
+
+def banners(session: Session, settings: Settings) -> Banners:
+    """The sample notice, or the stale feeds among those that have offers or errors."""
+    notice = sample_notice(session)
+    stale: list[ProviderStatus] = []
+    if notice is None:
+        stale = [s for s in provider_statuses(session, settings)
+                 if s.stale and (s.offer_count or s.last_error)]
+    return Banners(stale[:MAX_STALE_LISTED], max(0, len(stale) - MAX_STALE_LISTED), notice)
+
+
+def _chips(args: Args, filters: OfferFilters) -> list[Chip]:
+    chips = []
+    for spec, value in active_filters(filters):
+        if isinstance(value, list):
+            for item in value:
+                raw = f"{item:g}" if isinstance(item, float) else str(item)
+                chips.append(Chip(
+                    spec.caption([item]), urls.url("/", urls.toggle(args, spec.key, raw))
+                ))
+        else:
+            remove = urls.url("/", urls.replace(args, spec.key, None))
+            chips.append(Chip(spec.caption(value), remove))
+    return chips
+
+
+def _pagination(args: Args, page: OfferPage) -> list[PageLink]:
+    if page.total <= page.limit and page.offset == 0:
+        return []
+    pages = max(1, math.ceil(page.total / page.limit))
+    current = page.offset // page.limit
+    def link(index: int) -> str:
+        offset = str(index * page.limit) if index else None
+        return urls.url("/", urls.replace(args, "offset", offset))
+    out = [PageLink("← Previous", link(current - 1) if current > 0 else None)]
+    shown = sorted({0, pages - 1, *range(max(0, current - 2), min(pages, current + 3))})
+    last = -1
+    for index in shown:
+        if index - last > 1:
+            out.append(PageLink("…", None))
+        out.append(PageLink(str(index + 1), None if index == current else link(index)))
+        last = index
+    out.append(PageLink("Next →", link(current + 1) if current + 1 < pages else None))
+    return out
+
+
+def _gpu_choices(session: Session, facet: Facet | None) -> list[tuple[str, str, str]]:
+    """(slug, vendor, name) of every catalog GPU, those with offers first (facet order)."""
+    catalog = load_catalog()
+    ordered = [v.value for v in facet.values] if facet else []
+    rest = sorted((s for s in catalog if s not in ordered), key=lambda s: catalog[s].name)
+    out = []
+    for slug in [*ordered, *rest]:
+        spec = catalog.get(slug)
+        out.append((slug, spec.vendor if spec else "", spec.name if spec else slug))
+    return out
+
+
+def index_context(
+    session: Session, settings: Settings, *, args: Args, filters: OfferFilters,
+    workload: Workload | None,
+) -> dict[str, Any]:
+    """Everything `/` renders: the page of offers, facets, regions, form values and links."""
+    page = search_offers(session, filters=filters, workload=workload)
+    facet_list = facets(session, filters=filters)
+    by_key = {f.key: f for f in facet_list}
+    regions: list[RegionGroup] = regions_by_continent(session, filters=filters)
+    sorts = {
+        k: v for k, v in SORT_LABELS.items() if workload is not None or k not in WORKLOAD_SORTS
+    }
+    first, last = page.offset + 1, min(page.total, page.offset + len(page.offers))
+
+    def toggle_url(key: str, value: str) -> str:
+        return urls.url("/", urls.toggle(args, key, value))
+
+    def replace_url(key: str, value: str | None) -> str:
+        return urls.url("/", urls.replace(args, key, value))
+
+    query = urls.qs(urls.without(args, "offset"))
+    return {
+        "args": args,
+        "arg": lambda key, default="": urls.first(args, key, default),
+        "has": lambda key, value: urls.is_set(args, key, value),
+        "filters": filters,
+        "workload": workload,
+        "method_label": METHOD_LABELS.get(workload.method, "") if workload else "",
+        "page": page,
+        "estimate": page.estimate,
+        "facets": by_key,
+        "regions": regions,
+        "presets": presets_list(),
+        "sorts": sorts,
+        "chips": _chips(args, filters),
+        "pagination": _pagination(args, page),
+        "first": first,
+        "last": last,
+        "toggle_url": toggle_url,
+        "replace_url": replace_url,
+        "query": query,
+        "json_url": urls.url("/api/offers", args),
+        "csv_url": urls.url("/offers.csv", args),
+        "gpu_choices": _gpu_choices(session, by_key.get("gpu")),
+        "banners": banners(session, settings),
+    }
+
+
+def gpu_spec(session: Session, slug: str) -> GpuSpec | None:
+    """A catalog GPU by slug; also accepts a model stored in the DB but since removed."""
+    spec = load_catalog().get(slug)
+    if spec is not None:
+        return spec
+    row = session.scalar(select(GpuModel).where(GpuModel.slug == slug))
+    if row is None:
+        return None
+    return GpuSpec(**{f: getattr(row, f) for f in GpuSpec.__dataclass_fields__})
