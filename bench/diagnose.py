@@ -9,14 +9,20 @@ import io
 import pstats
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import fastapi
+import fastapi.routing
 from fastapi.testclient import TestClient
 from sqlalchemy import event, text
 
 from app.main import create_app
 from app.settings import Settings
 from bench.dbs import BenchDb
+
+ROOT = Path(__file__).resolve().parent.parent
+SITE = Path(fastapi.__file__).resolve().parent.parent
 
 
 @dataclass
@@ -64,20 +70,35 @@ def diagnose(db: BenchDb, path: str, *, runs: int = 3) -> Diagnosis:
             client.get(path)
             best = min(best, (time.perf_counter() - start) * 1000)
             last = list(captured)
+        # Sync endpoints run in a worker thread, out of reach of a profiler on this one: run
+        # them inline (on the event loop's thread) with the profiler enabled around them.
         profiler = cProfile.Profile()
-        profiler.enable()
-        client.get(path)
-        profiler.disable()
+        original = fastapi.routing.run_in_threadpool
+
+        async def inline(func: Any, *args: Any, **kwargs: Any) -> Any:
+            profiler.enable()
+            try:
+                return func(*args, **kwargs)
+            finally:
+                profiler.disable()
+
+        fastapi.routing.run_in_threadpool = inline  # type: ignore[assignment]
+        try:
+            client.get(path)
+        finally:
+            fastapi.routing.run_in_threadpool = original
     event.remove(engine, "before_cursor_execute", before)
     event.remove(engine, "after_cursor_execute", after)
     buffer = io.StringIO()
     stats = pstats.Stats(profiler, stream=buffer)
-    stats.sort_stats("cumulative").print_stats(40)
+    stats.sort_stats("cumulative").print_stats(60)
+    lines = buffer.getvalue().splitlines()
+    header = next((i for i, line in enumerate(lines) if "ncalls" in line), 0)
     top = [
-        line.rstrip()
-        for line in buffer.getvalue().splitlines()
-        if line.strip() and ("/app/" in line or "{" in line or "ncalls" in line)
-    ][:30]
+        line.rstrip().replace(str(SITE), "").replace(str(ROOT) + "/", "")
+        for line in lines[header : header + 45]
+        if line.strip()
+    ]
     diagnosis = Diagnosis(path=path, request_ms=best, statements=last, profile_top=top)
     if db.is_pg and last:
         slowest = max(last, key=lambda s: s.ms)

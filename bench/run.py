@@ -37,7 +37,7 @@ from bench.ingest_bench import IngestResult, run_ingest_bench
 from bench.load_bench import LoadResult as ConcurrencyResult
 from bench.load_bench import run_load_bench
 from bench.machine import machine_info
-from bench.query_bench import QueryRow, run_query_bench
+from bench.query_bench import WHAT_IF_INDEXES, QueryRow, WhatIfRow, index_what_if, run_query_bench
 
 RESULTS = Path(__file__).resolve().parent / "results.md"
 TARGET_INGEST_S = 3.0
@@ -191,7 +191,7 @@ def _load_test_section(report: Report, r: ConcurrencyResult | None, size: int) -
         f"`{r.tool}`, {r.connections} connections, {r.duration_s:.0f} s closed loop against "
         f"`gpufit serve --no-scheduler --workers 2` on 127.0.0.1 with {size:,} offers; the "
         f"requests cycle through {len(r.paths)} paths (the five filter sets on /api/offers and "
-        "on /).",
+        "on /, listed below).",
         "",
     )
     report.table(
@@ -200,6 +200,8 @@ def _load_test_section(report: Report, r: ConcurrencyResult | None, size: int) -
           f"{r.p95_ms:.1f}", f"{r.p99_ms:.1f}", "yes" if r.checked_ok else "**no**"]],
     )  # fmt: skip
     report.add("Paths: " + ", ".join(f"`{p}`" for p in r.paths), "")
+    if r.missing:
+        report.add("Left out (404, not in the tree): " + ", ".join(f"`{p}`" for p in r.missing), "")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -227,6 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     ingests: list[IngestResult] = []
     concurrency: ConcurrencyResult | None = None
     diagnoses: list[str] = []
+    what_if: list[tuple[str, list[WhatIfRow]]] = []
     errors: list[str] = []
     main_size = config.query_sizes[-1]
     main_load_s = 0.0
@@ -252,6 +255,9 @@ def main(argv: list[str] | None = None) -> int:
                 traceback.print_exc()
         if size != main_size:
             continue
+        for db in dbs:
+            step(f"index what-if {db.name}")
+            what_if.append((db.name, index_what_if(db, config.repeat)))
         if pg is not None:
             step("concurrency")
             try:
@@ -289,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     step("writing results")
     report = _report(
         config, args, started, total, stats, digest, pg, pg_reason, loads, ingests, queries,
-        concurrency, diagnoses, big_note, errors,
+        concurrency, diagnoses, what_if, big_note, errors,
     )  # fmt: skip
     args.out.write_text("\n".join(report.lines) + "\n")
     print("\n".join(report.lines[: 12 + len(report.targets)]))
@@ -353,8 +359,8 @@ def _report(
     stats: generate.SampleStats, digest: str, pg: BenchDb | None, pg_reason: str | None,
     loads: list[LoadResult], ingests: list[IngestResult],
     queries: list[tuple[int, str, list[QueryRow], str | None]],
-    concurrency: ConcurrencyResult | None, diagnoses: list[str], big_note: str | None,
-    errors: list[str],
+    concurrency: ConcurrencyResult | None, diagnoses: list[str],
+    what_if: list[tuple[str, list[WhatIfRow]]], big_note: str | None, errors: list[str],
 ) -> Report:  # fmt: skip
     report = Report()
     main_size = config.query_sizes[-1]
@@ -433,17 +439,36 @@ def _report(
     report.add("## Query latency (real uvicorn, sequential requests, vs raw SQL)", "")
     report.add(
         "`gpufit serve --no-scheduler` (1 worker) on 127.0.0.1; httpx, one keep-alive "
-        "connection, 2 warm-up requests, then up to "
-        f"{config.repeat} requests per cell (fewer, at least 5, when a cell passes 8 s). The raw "
-        "SQL is what the endpoint needs at minimum for the same filter and sort (the page of "
-        "50 rows joined to providers and GPU models, plus the total count), run on a driver "
-        "connection; for workload filters it is the VRAM prefilter (total VRAM >= the job's "
-        "need at its smallest layout) sorted by $/GPU-h. Ratio = endpoint p50 / SQL p50.",
+        f"connection, 2 warm-up requests, then up to {config.repeat} requests per cell (fewer, "
+        "at least 5, once a cell passes 6 s; one warm-up when the first request takes over "
+        "1 s). The raw SQL is what the endpoint needs at minimum for the same filter and sort "
+        "(the page of 50 rows joined to providers and GPU models, plus the total count), run on "
+        "a driver connection; for workload filters it is the fit ranking's VRAM prefilter "
+        "(app.queries `vram_bounds`: per-GPU and total VRAM lower bounds) "
+        "sorted by $/GPU-h. Ratio = endpoint p50 / SQL p50.",
         "",
     )
     for size, db, rows, note in queries:
         _query_section(report, size, db, rows, note)
     _load_test_section(report, concurrency, main_size)
+    if what_if:
+        report.add(
+            f"## What-if: expression indexes for the default sort ({main_size:,} offers)", ""
+        )
+        report.add(
+            "Raw SQL p50 (page + count) of the non-workload filter sets before and after "
+            "adding these indexes to the bench database (dropped again afterwards; nothing in "
+            "the app's migrations changes):",
+            "",
+            *(f"- `{ddl}`" for ddl in WHAT_IF_INDEXES),
+            "",
+        )
+        rows = [
+            [db, r.filter, f"{r.before_ms:.1f}", f"{r.after_ms:.1f}"]
+            for db, items in what_if
+            for r in items
+        ]
+        report.table(["db", "filter", "before ms", "after ms"], rows)
     if diagnoses:
         report.add(
             "## Where the slow requests spend their time (Postgres, "
