@@ -96,7 +96,7 @@ def _drop_blanks(value: Any) -> Any:
 
 
 OptFloat = Annotated[
-    float | None, BeforeValidator(_blank_to_none), Field(default=None, ge=0, le=1_000_000)
+    Annotated[float, Field(ge=0, le=1_000_000)] | None, BeforeValidator(_blank_to_none)
 ]
 
 

@@ -64,11 +64,9 @@ def nice_ticks(low: float, high: float, count: int = 4) -> list[float]:
     power = 10 ** math.floor(math.log10(raw))
     step = next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw)
     start = math.floor(low / step) * step
-    ticks = []
-    value = start
-    while value <= high + step * 1e-9:
-        ticks.append(round(value, 10))
-        value += step
+    ticks = [round(start, 10)]
+    while ticks[-1] < high - step * 1e-9:  # the last tick is at or above `high`
+        ticks.append(round(start + len(ticks) * step, 10))
     return ticks
 
 

@@ -1,0 +1,104 @@
+"""Workload ranking: fitting offers first by rank_key, the SQL prefilter drops no fitting offer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi.testclient import TestClient
+from sqlalchemy.orm import Session
+
+from app.fit import Workload, assess_offer, estimate_memory
+from app.queries import OfferFilters, all_rows, offer_facts, search_offers
+from tests.web.helpers import QLORA_8B
+
+
+def ranked(client: TestClient, **params: Any) -> dict[str, Any]:
+    response = client.get("/api/offers", params={"limit": 1000, **params})
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def test_fitting_offers_come_first_cheapest_job_first(
+    client: TestClient, sample_loaded: int
+) -> None:
+    body = ranked(client, **QLORA_8B)
+    offers = body["offers"]
+    assert body["total"] == sample_loaded  # non-fitting offers are kept...
+    flags = [o["fits"] for o in offers]
+    assert True in flags and False in flags
+    first_miss = flags.index(False)
+    assert all(flags[:first_miss]) and not any(flags[first_miss:])  # ...after the fitting ones
+    assert body["fitting"] == first_miss
+    costs = [o["est_total_cost"] for o in offers[:first_miss]]
+    known = [c for c in costs if c is not None]
+    assert known and known == sorted(known)
+    assert costs[: len(known)] == known  # offers with an unknown cost rank after priced ones
+    for offer in offers[:first_miss]:
+        assert offer["per_gpu_gib_needed"] <= offer["vram_gib_per_gpu"]
+        assert offer["headroom_pct"] >= 0 and offer["explanation"]
+        # Time (and so cost) is unknown only where the GPU's throughput is unknown.
+        assert offer["est_hours"] is None or offer["est_hours"] > 0
+    for offer in offers[first_miss:]:
+        assert offer["reason"] and offer["explanation"].startswith("does not fit")
+        assert offer["est_total_cost"] is None
+    assert body["workload"]["model"] == "llama-3.1-8b"
+
+
+def test_fits_only_hides_non_fitting(client: TestClient, sample_loaded: int) -> None:
+    full = ranked(client, model="llama-3.1-70b", method="full", sharding="zero3")
+    only = ranked(client, model="llama-3.1-70b", method="full", sharding="zero3", fits_only="true")
+    assert only["total"] == full["fitting"] == len(only["offers"])
+    assert all(o["fits"] for o in only["offers"])
+    assert full["total"] > only["total"]
+
+
+def test_prefilter_keeps_every_fitting_offer(session: Session, sample_loaded: int) -> None:
+    # Brute force: assess every offer; the ranked page must find exactly the same fitting set.
+    for workload in (
+        Workload(model="llama-3.1-8b", method="qlora"),
+        Workload(model="llama-3.1-8b", method="full"),
+        Workload(model="llama-3.1-70b", method="lora", sharding="zero3"),
+        Workload(params_b=30, method="full", sharding="zero2"),
+    ):
+        estimate = estimate_memory(workload)
+        expected = {
+            row.id for row in all_rows(session, filters=OfferFilters())
+            if assess_offer(workload, estimate, offer_facts(row)).fits
+        }
+        page = search_offers(
+            session, filters=OfferFilters(limit=1000, fits_only=True), workload=workload
+        )
+        assert {item.row.id for item in page.offers} == expected, workload
+
+
+def test_non_fitting_tail_paginates(client: TestClient, sample_loaded: int) -> None:
+    # Pages across the fitting/non-fitting boundary and into the SQL-paginated rest.
+    params = {"model": "llama-3.1-70b", "method": "full"}
+    whole = [o["id"] for o in ranked(client, **params)["offers"]]
+    paged: list[int] = []
+    for offset in range(0, sample_loaded, 64):
+        paged += [o["id"] for o in ranked(client, **params, limit=64, offset=offset)["offers"]]
+    assert paged == whole and len(set(paged)) == sample_loaded
+
+
+def test_other_sorts_keep_fitting_first(client: TestClient, sample_loaded: int) -> None:
+    offers = ranked(client, **QLORA_8B, sort="price")["offers"]
+    fitting = [o for o in offers if o["fits"]]
+    assert offers[: len(fitting)] == fitting
+
+    def price(o: dict[str, Any]) -> float:
+        value = o["price_per_hour"] if o["price_per_hour"] is not None else o["spot_price_per_hour"]
+        return float(value)
+
+    assert [price(o) for o in fitting] == sorted(price(o) for o in fitting)
+    by_cost = [o["est_total_cost"] for o in ranked(client, **QLORA_8B, sort="cost")["offers"]
+               if o["fits"] and o["est_total_cost"] is not None]
+    assert by_cost == sorted(by_cost)
+
+
+def test_page_shows_fit_rows(client: TestClient, sample_loaded: int) -> None:
+    html = client.get("/", params=QLORA_8B).text
+    assert "Offers ranked for Llama 3.1 8B" in html
+    assert "✓ fits" in html and "<meter" in html
+    assert "sorted by best fit" in html
