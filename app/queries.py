@@ -141,7 +141,9 @@ class OfferFilters(BaseModel):
     in_stock: bool = False
     max_price_per_hour: OptFloat = None
     max_price_per_gpu_hour: OptFloat = None
-    q: Annotated[str | None, BeforeValidator(_blank_to_none), Field(max_length=100)] = None
+    q: Annotated[
+        Annotated[str, Field(max_length=100)] | None, BeforeValidator(_blank_to_none)
+    ] = None
     include_inactive: bool = False
     fits_only: bool = False
     sort: Annotated[Sort | None, BeforeValidator(_blank_to_none)] = None

@@ -239,3 +239,9 @@ def test_caption_comes_from_the_filter_table(client: TestClient, sample_loaded: 
     body = client.get("/api/offers", params={"provider": "vastai", "min_vram": 40}).json()
     assert body["caption"] == "showing offers where provider is vastai; VRAM per GPU ≥ 40 GiB"
     assert client.get("/api/offers").json()["caption"] == "showing all current offers"
+
+
+def test_blank_filter_values_mean_no_filter(client: TestClient, sample_loaded: int) -> None:
+    # Empty form fields arrive as "key="; they must not narrow, nor fail validation.
+    body = client.get("/api/offers?q=&min_vram=&gpu=&market=&sort=").json()
+    assert body["total"] == sample_loaded and body["sort"] == "price_per_gpu"
