@@ -26,7 +26,6 @@ from app.fit import (
     Workload,
     assess_offer,
     estimate_memory,
-    rank_key,
 )
 from app.fit.memory import per_gpu_breakdown
 from app.fit.query import workload_from_query
@@ -554,30 +553,6 @@ def _order_by(sort: Sort, filters: OfferFilters) -> list[Any]:
     return [*keys, Offer.id.asc()]  # id last: a stable order makes pages not overlap
 
 
-def _row_price(row: OfferRow, filters: OfferFilters) -> float | None:
-    if filters.market == "spot":
-        return row.spot_price_per_hour
-    return row.price_per_hour if row.price_per_hour is not None else row.spot_price_per_hour
-
-
-def _python_key(sort: Sort, filters: OfferFilters) -> Callable[[OfferRow], tuple[Any, ...]]:
-    """The same order as `_order_by`, for rows already in memory."""
-
-    def key(row: OfferRow) -> tuple[Any, ...]:
-        price = _row_price(row, filters)
-        p = math.inf if price is None else price
-        if sort == "price":
-            return (p, row.id)
-        if sort == "vram":
-            total = row.vram_gib_total
-            return (-(total if total is not None else -math.inf), p / row.gpu_count, row.id)
-        if sort == "newest":
-            return (-row.first_seen.timestamp(), row.id)
-        return (p / row.gpu_count, row.id)
-
-    return key
-
-
 # ---------------------------------------------------------------------------------------------
 # Facets
 
@@ -822,8 +797,7 @@ class _Assessor:
         self.workload, self.estimate, self.use_spot = workload, estimate, use_spot
         self.cache: dict[OfferFacts, OfferFit] = {}
 
-    def __call__(self, row: OfferRow) -> OfferFit:
-        facts = offer_facts(row)
+    def __call__(self, facts: OfferFacts) -> OfferFit:
         fit = self.cache.get(facts)
         if fit is None:
             fit = assess_offer(self.workload, self.estimate, facts, use_spot=self.use_spot)
@@ -837,21 +811,134 @@ def assess_row(row: OfferRow, workload: Workload, *, use_spot: bool = False) -> 
     return assess_offer(workload, estimate, offer_facts(row), use_spot=use_spot)
 
 
-def _fit_sort_key(
-    sort: Sort, filters: OfferFilters
-) -> Callable[[RankedOffer], tuple[Any, ...]]:
-    row_key = _python_key(sort, filters)
+# Ranking reads only these columns for every candidate; full rows are read for one page only.
+_RANK_COLUMNS: tuple[Any, ...] = (
+    Offer.id,
+    Offer.gpu_count,
+    Offer.vram_gib_per_gpu,
+    GpuModel.bf16_tflops,
+    GpuModel.fp16_tflops,
+    GpuModel.memory_type,
+    Offer.interconnect,
+    GpuModel.nvlink_gbps,
+    Offer.network,
+    Offer.network_gbps,
+    Offer.billing,
+    Offer.spot,
+    Offer.availability,
+    Offer.price_per_hour,
+    Offer.spot_price_per_hour,
+    Offer.vram_gib_total,
+    Offer.first_seen,
+)
+_N_FACTS = 13  # the leading columns that, with prices None, are the price-free OfferFacts
 
-    def key(item: RankedOffer) -> tuple[Any, ...]:
-        assert item.fit is not None
-        if sort == "fit":
-            return (*rank_key(item.fit), item.row.id)
-        if sort == "cost":
-            cost = item.fit.est_total_cost
-            return (math.inf if cost is None else cost, *rank_key(item.fit), item.row.id)
-        return row_key(item.row)
 
-    return key
+def _price_free_facts(values: Sequence[Any]) -> OfferFacts:
+    (_id, gpu_count, vram, bf16, fp16, memory, interconnect, nvlink, network, network_gbps,
+     billing, spot, availability) = values[:_N_FACTS]
+    return OfferFacts(
+        gpu_count=gpu_count, vram_gib_per_gpu=vram, bf16_tflops=bf16, fp16_tflops=fp16,
+        memory_type=memory, interconnect=interconnect, nvlink_gbps=nvlink, network=network,
+        network_gbps=network_gbps, billing=billing, spot=spot, availability=availability,
+    )
+
+
+def job_price(
+    *, price_per_hour: float | None, spot_price_per_hour: float | None, spot: bool,
+    use_spot: bool,
+) -> float | None:
+    """The hourly price assess_offer bills a job at (kept in step with app.fit.offers)."""
+    if spot or use_spot:
+        if spot_price_per_hour is not None:
+            return spot_price_per_hour
+        return price_per_hour if spot else None
+    return price_per_hour
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    """One prefiltered offer's sort keys, computed without building its full row."""
+
+    id: int
+    fits: bool
+    rank: tuple[float, ...]  # equals rank_key(assess_offer(...)) for the full offer
+    cost: float
+    row_key: tuple[Any, ...]
+
+
+def _candidates(
+    session: Session, *, filters: OfferFilters, bounds: VramBounds, assess: _Assessor,
+    sort: Sort,
+) -> list[_Candidate]:
+    """Sort keys of every prefiltered offer. Fit, time and tie-breaks do not depend on the
+    price, so one price-free assessment per distinct machine shape serves all its offers and
+    the job cost is billed hours × price (exactly what assess_offer computes)."""
+    # first_seen costs a datetime conversion per row; only the "newest" order reads it.
+    columns = _RANK_COLUMNS if sort == "newest" else (*_RANK_COLUMNS[:-1], literal(None))
+    stmt = (
+        select(*columns)
+        .outerjoin(GpuModel, GpuModel.slug == Offer.gpu_model_slug)
+        .where(*where_clauses(filters), _candidate_clause(bounds))
+    )
+    shapes: dict[tuple[Any, ...], OfferFit] = {}
+    spot_market = filters.market == "spot"
+    out = []
+    # Core execution: these are plain tuples, no ORM bookkeeping per row.
+    for values in session.connection().execute(stmt).all():
+        shape = values[1:_N_FACTS]
+        base = shapes.get(shape)
+        if base is None:
+            base = shapes[shape] = assess(_price_free_facts(values))
+        offer_id, gpu_count, spot = values[0], values[1], values[11]
+        on_demand, spot_price, vram_total, first_seen = values[13:17]
+        price = job_price(price_per_hour=on_demand, spot_price_per_hour=spot_price, spot=spot,
+                          use_spot=assess.use_spot)
+        cost = math.inf
+        if base.fits and base.billed_hours is not None and price is not None:
+            cost = base.billed_hours * price
+        hours = base.est_hours if base.est_hours is not None else math.inf
+        rank = (0.0 if base.fits else 1.0, cost, *base.tiebreak, hours)
+        shown = spot_price if spot_market else (on_demand if on_demand is not None else spot_price)
+        out.append(_Candidate(
+            offer_id, base.fits, rank, cost,
+            _row_sort_key(sort, shown, gpu_count, vram_total, first_seen, offer_id),
+        ))
+    return out
+
+
+def _row_sort_key(
+    sort: Sort, price: float | None, gpu_count: float, vram_total: float | None,
+    first_seen: datetime, offer_id: int,
+) -> tuple[Any, ...]:
+    """The SQL order of `_order_by` for values in memory (fit/cost fall back to per GPU-hour)."""
+    p = math.inf if price is None else price
+    if sort == "price":
+        return (p, offer_id)
+    if sort == "vram":
+        total = -math.inf if vram_total is None else vram_total
+        return (-total, p / gpu_count, offer_id)
+    if sort == "newest":
+        return (-first_seen.timestamp(), offer_id)
+    return (p / gpu_count, offer_id)
+
+
+def _fit_order(sort: Sort) -> Callable[[_Candidate], tuple[Any, ...]]:
+    if sort == "fit":
+        return lambda c: (*c.rank, c.id)
+    if sort == "cost":
+        return lambda c: (c.cost, *c.rank, c.id)
+    return lambda c: c.row_key
+
+
+def _full(
+    session: Session, ids: Sequence[int], assess: _Assessor
+) -> list[RankedOffer]:
+    """Full rows with their full assessment, in the order of `ids`."""
+    if not ids:
+        return []
+    by_id = {row.id: row for row in _rows(session, _row_select().where(Offer.id.in_(ids)))}
+    return [RankedOffer(by_id[i], assess(offer_facts(by_id[i]))) for i in ids]
 
 
 def _ranked_page(
@@ -861,28 +948,19 @@ def _ranked_page(
     estimate = estimate_memory(workload)
     bounds = vram_bounds(workload, estimate)
     assess = _Assessor(workload, estimate, use_spot=filters.market == "spot")
-    candidates = [
-        RankedOffer(row, assess(row))
-        for row in all_rows(session, filters=filters, extra=[_candidate_clause(bounds)])
-    ]
-    fitting = sorted(
-        (c for c in candidates if c.fit and c.fit.fits), key=_fit_sort_key(sort, filters)
-    )
+    candidates = _candidates(session, filters=filters, bounds=bounds, assess=assess, sort=sort)
+    fitting = sorted((c for c in candidates if c.fits), key=_fit_order(sort))
     # Non-fitting offers keep the price order (fit and cost mean nothing for them).
     rest_sort: Sort = "price_per_gpu" if sort in WORKLOAD_SORTS else sort
-    missed = sorted(
-        (c for c in candidates if not (c.fit and c.fit.fits)),
-        key=lambda c: _python_key(rest_sort, filters)(c.row),
-    )
+    missed = sorted((c for c in candidates if not c.fits), key=lambda c: c.row_key)
     start, stop = filters.offset, filters.offset + filters.limit
+    common: dict[str, Any] = {"limit": filters.limit, "offset": filters.offset, "sort": sort,
+              "caption": _fit_caption(filters), "estimate": estimate, "fitting": len(fitting)}
     if filters.fits_only:
-        return OfferPage(
-            total=len(fitting), offers=fitting[start:stop], limit=filters.limit,
-            offset=filters.offset, sort=sort, caption=_fit_caption(filters),
-            estimate=estimate, fitting=len(fitting),
-        )
+        page = _full(session, [c.id for c in fitting[start:stop]], assess)
+        return OfferPage(total=len(fitting), offers=page, **common)
     head = [*fitting, *missed]
-    page = head[start:stop]
+    page = _full(session, [c.id for c in head[start:stop]], assess)
     rest_total = count_where(session, filters=filters, extra=[_rest_clause(bounds)])
     if len(page) < filters.limit and rest_total:
         rest_rows = page_rows(
@@ -893,11 +971,8 @@ def _ranked_page(
             limit=filters.limit - len(page),
             offset=max(0, start - len(head)),
         )
-        page += [RankedOffer(row, assess(row)) for row in rest_rows]
-    return OfferPage(
-        total=len(head) + rest_total, offers=page, limit=filters.limit, offset=filters.offset,
-        sort=sort, caption=_fit_caption(filters), estimate=estimate, fitting=len(fitting),
-    )
+        page += [RankedOffer(row, assess(offer_facts(row))) for row in rest_rows]
+    return OfferPage(total=len(head) + rest_total, offers=page, **common)
 
 
 def _fit_caption(filters: OfferFilters) -> str:

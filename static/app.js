@@ -34,6 +34,12 @@
     }
   }
 
+  // On a phone the results matter first: start with the filters folded away.
+  var toggle = document.querySelector(".filters-toggle");
+  if (toggle && window.matchMedia && window.matchMedia("(max-width: 900px)").matches) {
+    toggle.open = false;
+  }
+
   // Long facet lists show their most common values; a button reveals the rest.
   Array.prototype.forEach.call(document.querySelectorAll(".facet-more-hint"), function (hint) {
     var list = hint.previousElementSibling;

@@ -7,7 +7,7 @@ from typing import Any
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
-from app.fit import Workload, assess_offer, estimate_memory
+from app.fit import Workload, assess_offer, estimate_memory, rank_key
 from app.queries import OfferFilters, all_rows, offer_facts, search_offers
 from tests.web.helpers import QLORA_8B
 
@@ -102,3 +102,21 @@ def test_page_shows_fit_rows(client: TestClient, sample_loaded: int) -> None:
     assert "Offers ranked for Llama 3.1 8B" in html
     assert "✓ fits" in html and "<meter" in html
     assert "sorted by best fit" in html
+
+
+def test_ranked_order_equals_full_assessment_order(session: Session, sample_loaded: int) -> None:
+    # Ranking reuses one price-free assessment per machine shape; it must order offers exactly
+    # as rank_key over a full assess_offer of each offer would, in both markets.
+    workload = Workload(model="llama-3.1-8b", method="qlora")
+    estimate = estimate_memory(workload)
+    for market, use_spot in (("any", False), ("spot", True)):
+        filters = OfferFilters(limit=1000, fits_only=True, market=market)
+        expected = sorted(
+            (rank_key(fit), row.id)
+            for row in all_rows(session, filters=filters)
+            if (fit := assess_offer(workload, estimate, offer_facts(row), use_spot=use_spot)).fits
+        )
+        page = search_offers(session, filters=filters, workload=workload)
+        assert [item.row.id for item in page.offers] == [i for _, i in expected], market
+        for item, (key, _) in zip(page.offers, expected, strict=True):
+            assert item.fit is not None and rank_key(item.fit) == key
