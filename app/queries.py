@@ -10,13 +10,14 @@ its own filter, so every value's count is what toggling it would add or keep).
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any, Literal, get_origin
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
-from sqlalchemy import ColumnElement, Select, and_, case, func, literal, or_, select
+from sqlalchemy import ColumnElement, Select, and_, case, func, literal, null, or_, select
 from sqlalchemy.orm import Session
 
 from app.fit import (
@@ -587,56 +588,117 @@ def _facet_value_str(key: str, raw: Any) -> str:
     return str(raw)
 
 
+def _facet_column(key: str) -> Any:
+    facet = FILTERS_BY_KEY[key].facet
+    assert facet is not None, key
+    return facet()
+
+
+def _facet_counts_shared(
+    session: Session, filters: OfferFilters, keys: Sequence[str]
+) -> dict[str, Counter[str]]:
+    """Counts for every facet in `keys` from one GROUP BY over the filtered offers.
+
+    Facets whose own filter is unset all count over the same rows, so one scan grouped by all
+    their columns replaces a scan per facet (the combinations are few: shapes, not offers).
+    """
+    columns: list[Any] = []
+    index: dict[str, int] = {}
+    for key in keys:
+        # vendor is looked up from the GPU slug below: no join needed.
+        column = Offer.gpu_model_slug if key == "vendor" else _facet_column(key)
+        for i, existing in enumerate(columns):
+            if existing is column:
+                index[key] = i
+                break
+        else:
+            index[key] = len(columns)
+            columns.append(column)
+    with_market = "market" not in _active_keys(filters)
+    if with_market:
+        # Whether each listing has an on-demand and a spot price, for the market facet.
+        columns += [Offer.price_per_hour.is_not(None), Offer.spot_price_per_hour.is_not(None)]
+    stmt = select(*columns, func.count()).where(*where_clauses(filters)).group_by(*columns)
+    vendors: dict[str, str] = {
+        slug: vendor for slug, vendor in session.execute(select(GpuModel.slug, GpuModel.vendor))
+    }
+    counts: dict[str, Counter[str]] = {key: Counter() for key in keys}
+    for row in session.connection().execute(stmt).all():
+        n = int(row[-1])
+        for key in keys:
+            raw = row[index[key]]
+            if key == "vendor":
+                if raw is None or raw not in vendors:
+                    continue  # an unmapped GPU has no vendor
+                raw = vendors[raw]
+            counts[key][_facet_value_str(key, raw)] += n
+        if with_market:
+            market = counts.setdefault("market", Counter())
+            market["any"] += n
+            market["on_demand"] += n if row[-3] else 0
+            market["spot"] += n if row[-2] else 0
+    return counts
+
+
+def _active_keys(filters: OfferFilters) -> set[str]:
+    return {spec.key for spec, _ in active_filters(filters)}
+
+
+def _facet_counts_own(session: Session, filters: OfferFilters, key: str) -> Counter[str]:
+    """Counts for one facet whose own filter is set (it counts without that filter)."""
+    column = _facet_column(key)
+    stmt = select(column, func.count()).select_from(Offer)
+    if key == "vendor":
+        stmt = stmt.join(GpuModel, GpuModel.slug == Offer.gpu_model_slug)
+    stmt = stmt.where(*where_clauses(filters, exclude=key)).group_by(column)
+    return Counter({_facet_value_str(key, raw): int(n) for raw, n in session.execute(stmt)})
+
+
 def facets(session: Session, *, filters: OfferFilters, max_values: int = 40) -> list[Facet]:
     """Counts per value for each facet over the filtered offers (leaving out its own filter)."""
+    active = _active_keys(filters)
+    shared = [key for key in FACET_KEYS if key not in active]
+    counts = _facet_counts_shared(session, filters, shared)
+    for key in FACET_KEYS:
+        if key in active:
+            counts[key] = _facet_counts_own(session, filters, key)
     out: list[Facet] = []
     for key in FACET_KEYS:
         spec = FILTERS_BY_KEY[key]
-        assert spec.facet is not None
-        column = spec.facet()
-        stmt = select(column, func.count()).select_from(Offer)
-        if key == "vendor":
-            stmt = stmt.join(GpuModel, GpuModel.slug == Offer.gpu_model_slug)
-        stmt = (
-            stmt.where(*where_clauses(filters, exclude=key))
-            .group_by(column)
-            .order_by(func.count().desc(), column)
-            .limit(max_values)
-        )
         selected = _selected_strings(filters, key)
-        values = []
-        for raw, count in session.execute(stmt):
-            value = _facet_value_str(key, raw)
-            values.append(FacetValue(value, spec.facet_label(value), int(count), value in selected))
+        top = sorted(counts[key].items(), key=lambda item: (-item[1], item[0]))[:max_values]
+        values = [
+            FacetValue(value, spec.facet_label(value), count, value in selected)
+            for value, count in top
+        ]
         # A selected value with no matches still needs a way to be un-ticked.
         for value in sorted(selected - {v.value for v in values}):
             values.append(FacetValue(value, spec.facet_label(value), 0, True))
         if key == "gpu_count":
             values.sort(key=lambda v: float(v.value))
         out.append(Facet(key, spec.label, values))
-    out.append(_market_facet(session, filters))
+    out.append(_market_facet(session, filters, counts.get("market")))
     return out
 
 
-def _market_facet(session: Session, filters: OfferFilters) -> Facet:
+def _market_facet(
+    session: Session, filters: OfferFilters, counts: Counter[str] | None
+) -> Facet:
     # An on-demand listing may carry a spot price too, so the two counts overlap.
-    stmt = select(
-        func.count(),
-        func.sum(case((Offer.price_per_hour.is_not(None), 1), else_=0)),
-        func.sum(case((Offer.spot_price_per_hour.is_not(None), 1), else_=0)),
-    ).where(*where_clauses(filters, exclude="market"))
-    total, on_demand, spot = session.execute(stmt).one()
-    return Facet(
-        "market",
-        "Market",
-        [
-            FacetValue("any", "any", int(total or 0), filters.market == "any"),
-            FacetValue(
-                "on_demand", "on-demand", int(on_demand or 0), filters.market == "on_demand"
-            ),
-            FacetValue("spot", "spot", int(spot or 0), filters.market == "spot"),
-        ],
-    )
+    if counts is None:
+        stmt = select(
+            func.count(),
+            func.sum(case((Offer.price_per_hour.is_not(None), 1), else_=0)),
+            func.sum(case((Offer.spot_price_per_hour.is_not(None), 1), else_=0)),
+        ).where(*where_clauses(filters, exclude="market"))
+        total, on_demand, spot = session.execute(stmt).one()
+        counts = Counter({"any": int(total or 0), "on_demand": int(on_demand or 0),
+                          "spot": int(spot or 0)})
+    return Facet("market", "Market", [
+        FacetValue(value, _label(value) if value != "any" else "any", counts[value],
+                   filters.market == value)
+        for value in ("any", "on_demand", "spot")
+    ])
 
 
 @dataclass(frozen=True)
@@ -875,7 +937,7 @@ def _candidates(
     price, so one price-free assessment per distinct machine shape serves all its offers and
     the job cost is billed hours × price (exactly what assess_offer computes)."""
     # first_seen costs a datetime conversion per row; only the "newest" order reads it.
-    columns = _RANK_COLUMNS if sort == "newest" else (*_RANK_COLUMNS[:-1], literal(None))
+    columns = _RANK_COLUMNS if sort == "newest" else (*_RANK_COLUMNS[:-1], null())
     stmt = (
         select(*columns)
         .outerjoin(GpuModel, GpuModel.slug == Offer.gpu_model_slug)

@@ -245,3 +245,17 @@ def test_blank_filter_values_mean_no_filter(client: TestClient, sample_loaded: i
     # Empty form fields arrive as "key="; they must not narrow, nor fail validation.
     body = client.get("/api/offers?q=&min_vram=&gpu=&market=&sort=").json()
     assert body["total"] == sample_loaded and body["sort"] == "price_per_gpu"
+
+
+def test_unfiltered_facets_from_one_scan_match_counts(session: Session, sample_loaded: int) -> None:
+    by_key = {f.key: f for f in facets(session, filters=OfferFilters())}
+    assert sum(v.count for v in by_key["provider"].values) == sample_loaded
+    nvidia = {v.value: v.count for v in by_key["vendor"].values}["nvidia"]
+    assert nvidia == active_count(session, Offer.gpu_model_slug.is_not(None))
+    market = {v.value: v.count for v in by_key["market"].values}
+    assert market["any"] == sample_loaded
+    assert market["spot"] == active_count(session, Offer.spot_price_per_hour.is_not(None))
+    assert market["on_demand"] == active_count(session, Offer.price_per_hour.is_not(None))
+    for value in by_key["billing"].values:
+        narrowed = OfferFilters.model_validate({"billing": [value.value]})
+        assert value.count == count_offers(session, filters=narrowed)
