@@ -71,7 +71,9 @@ def nice_ticks(low: float, high: float, count: int = 4) -> list[float]:
 
 
 def _fmt_value(value: float) -> str:
-    return f"${value:,.3f}" if value < 1 else f"${value:,.2f}"
+    if value == 0:
+        return "$0"
+    return f"${value:,.3f}" if value < 0.1 else f"${value:,.2f}"
 
 
 def _fmt_time(value: datetime, span: timedelta) -> str:
