@@ -7,12 +7,11 @@ ran the scrape, so scrape Prometheus every replica.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Response
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
 from sqlalchemy import func, select
-from starlette.middleware.base import BaseHTTPMiddleware
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.deps import SessionDep
 from app.models import Offer
@@ -55,17 +54,33 @@ def record_scrape(provider: str, status: str, seconds: float) -> None:
     SCRAPE_DURATION.labels(provider=provider).observe(seconds)
 
 
-class LatencyMiddleware(BaseHTTPMiddleware):
-    """Time each request under its route template (not the raw path: ids would explode labels)."""
+class LatencyMiddleware:
+    """Time each request under its route template (raw paths with ids would explode labels).
 
-    async def dispatch(
-        self, request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
+    Pure ASGI rather than BaseHTTPMiddleware, whose task group would wrap errors raised while
+    the body is read (the size limit's) in an ExceptionGroup.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
         start = time.perf_counter()
-        response = await call_next(request)
-        route = request.scope.get("route")
-        template = getattr(route, "path", "unmatched")
-        REQUEST_LATENCY.labels(
-            method=request.method, route=template, status=str(response.status_code)
-        ).observe(time.perf_counter() - start)
-        return response
+        status = 500
+
+        async def send_and_record(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_and_record)
+        finally:
+            template = getattr(scope.get("route"), "path", "unmatched")
+            REQUEST_LATENCY.labels(
+                method=scope.get("method", ""), route=template, status=str(status)
+            ).observe(time.perf_counter() - start)

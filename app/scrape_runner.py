@@ -239,6 +239,7 @@ class ScrapeRunner:
         except Exception as exc:  # noqa: BLE001 - e.g. the database went away mid-scrape
             log.exception("ingest failed", extra={"source": source})
             return self._finish(run_id, source, "failed", describe_error(exc), started)
+        self._refresh_saved_searches(source)
         log.info(
             "scrape ok",
             extra={
@@ -258,6 +259,16 @@ class ScrapeRunner:
             removed=stats.removed,
             run_id=run_id,
         )
+
+    def _refresh_saved_searches(self, source: str) -> None:
+        # After the scrape's own commit: a feed-entry problem must never undo fresh offers.
+        from app.saved import refresh_saved_searches
+
+        try:
+            with self.sessions.begin() as session:
+                refresh_saved_searches(session, now=self.clock())
+        except Exception:  # noqa: BLE001 - logged; the next scrape tries again
+            log.exception("saved-search refresh failed", extra={"source": source})
 
     def _update_run(
         self,

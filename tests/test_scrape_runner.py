@@ -133,3 +133,18 @@ def test_abandoned_running_runs_are_closed(session_factory: sessionmaker[Session
     with session_factory.begin() as session:
         assert close_abandoned_runs(session, now) == 1
     assert [status for status, _ in runs(session_factory)] == ["failed", "running"]
+
+
+async def test_scrape_adds_feed_entries_to_matching_saved_searches(
+    runner: ScrapeRunner, server: FeedServer, session_factory: sessionmaker[Session]
+) -> None:
+    from app.saved import create_saved_search, feed_entries
+
+    with session_factory.begin() as session:
+        search = create_saved_search(session, owner_token="o" * 43, name="A40s", query="")
+        search_id = search.id
+    server.serve("/cudo/vms.csv", catalog(0.37, rows=2), content_type="text/csv")
+    assert (await runner.run(CUDO)).status == "ok"
+    with session_factory() as session:
+        saved = session.get_one(type(search), search_id)
+        assert feed_entries(session, search=saved), "a new matching offer gives a feed entry"
