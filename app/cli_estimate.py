@@ -22,8 +22,10 @@ def _table(data: dict[str, object]) -> str:
     lines.append(f"{'per GPU total':26} {data['per_gpu_gib']:7.2f}")
     fits = data["fits_gpu_gib"]
     lines.append(f"fits card: {f'{fits} GB' if fits else 'none (too large)'}")
-    lines.append(f"smallest layout: {data['gpus_needed']} GPU(s), {data['topology']}"
-                 f" ({data['layout_sharding']})")
+    lines.append(
+        f"smallest layout: {data['gpus_needed']} GPU(s), {data['topology']}"
+        f" ({data['layout_sharding']})"
+    )
     lines += [f"note: {n}" for n in data["notes"]]  # type: ignore[attr-defined]
     return "\n".join(lines)
 
@@ -49,17 +51,26 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Estimate per-GPU memory of a training or fine-tuning job."""
         params = {
-            "model": model, "params_b": params_b, "method": method, "precision": precision,
-            "optimizer": optimizer, "batch_size": batch_size, "seq_len": seq_len,
-            "grad_checkpointing": grad_checkpointing, "lora_rank": lora_rank,
-            "sharding": sharding, "gpus": gpus, "tokens": tokens,
+            "model": model,
+            "params_b": params_b,
+            "method": method,
+            "precision": precision,
+            "optimizer": optimizer,
+            "batch_size": batch_size,
+            "seq_len": seq_len,
+            "grad_checkpointing": grad_checkpointing,
+            "lora_rank": lora_rank,
+            "sharding": sharding,
+            "gpus": gpus,
+            "tokens": tokens,
         }
         try:
             workload = Workload(**{k: v for k, v in params.items() if v is not None})
         except ValidationError as exc:
             for err in exc.errors(include_url=False):
                 field = ".".join(str(p) for p in err["loc"]) or str(
-                    (err.get("ctx") or {}).get("field", "model"))
+                    (err.get("ctx") or {}).get("field", "model")
+                )
                 typer.echo(f"error: --{field.replace('_', '-')}: {err['msg']}", err=True)
             raise typer.Exit(2) from exc
         data = estimate_dict(estimate_memory(workload))

@@ -52,8 +52,18 @@ SORT_LABELS: dict[str, str] = {
 WORKLOAD_SORTS = ("fit", "cost")
 # The workload query parameters of /api/estimate (app.fit.query), shared by every table.
 WORKLOAD_KEYS = (
-    "model", "params_b", "method", "precision", "optimizer", "batch_size", "seq_len",
-    "grad_checkpointing", "lora_rank", "sharding", "gpus", "tokens",
+    "model",
+    "params_b",
+    "method",
+    "precision",
+    "optimizer",
+    "batch_size",
+    "seq_len",
+    "grad_checkpointing",
+    "lora_rank",
+    "sharding",
+    "gpus",
+    "tokens",
 )
 DEFAULT_SORT: Sort = "price_per_gpu"
 DEFAULT_LIMIT = 50
@@ -113,9 +123,9 @@ class OfferFilters(BaseModel):
     model_config = ConfigDict(frozen=True, allow_inf_nan=False, extra="ignore")
 
     gpu: StrList = Field(default_factory=list, max_length=100)
-    vendor: Annotated[
-        list[Literal["nvidia", "amd", "intel"]], BeforeValidator(_drop_blanks)
-    ] = Field(default_factory=list)
+    vendor: Annotated[list[Literal["nvidia", "amd", "intel"]], BeforeValidator(_drop_blanks)] = (
+        Field(default_factory=list)
+    )
     provider: StrList = Field(default_factory=list, max_length=100)
     continent: StrList = Field(default_factory=list, max_length=20)
     region: StrList = Field(default_factory=list, max_length=200)
@@ -141,9 +151,9 @@ class OfferFilters(BaseModel):
     in_stock: bool = False
     max_price_per_hour: OptFloat = None
     max_price_per_gpu_hour: OptFloat = None
-    q: Annotated[
-        Annotated[str, Field(max_length=100)] | None, BeforeValidator(_blank_to_none)
-    ] = None
+    q: Annotated[Annotated[str, Field(max_length=100)] | None, BeforeValidator(_blank_to_none)] = (
+        None
+    )
     include_inactive: bool = False
     fits_only: bool = False
     sort: Annotated[Sort | None, BeforeValidator(_blank_to_none)] = None
@@ -152,8 +162,7 @@ class OfferFilters(BaseModel):
 
 
 LIST_KEYS = frozenset(
-    name for name, info in OfferFilters.model_fields.items()
-    if get_origin(info.annotation) is list
+    name for name, info in OfferFilters.model_fields.items() if get_origin(info.annotation) is list
 )
 
 
@@ -268,101 +277,122 @@ def _num(value: float) -> str:
 
 FILTERS: tuple[FilterSpec, ...] = (
     FilterSpec(
-        "gpu", "GPU model",
+        "gpu",
+        "GPU model",
         lambda v, f: _is_null_or_in(Offer.gpu_model_slug, v),
         lambda v: "GPU model is " + _or_list(_gpu_name(s) for s in v),
         facet=lambda: Offer.gpu_model_slug,
         facet_label=lambda s: "unknown" if s == UNKNOWN else _gpu_name(s),
     ),
     FilterSpec(
-        "vendor", "Vendor", _vendor_clause,
+        "vendor",
+        "Vendor",
+        _vendor_clause,
         lambda v: "vendor is " + _or_list(_label(s) for s in v),
         facet=lambda: GpuModel.vendor,
     ),
     FilterSpec(
-        "provider", "Provider",
+        "provider",
+        "Provider",
         lambda v, f: Offer.provider_id.in_(v),
         lambda v: "provider is " + _or_list(v),
         facet=lambda: Offer.provider_id,
     ),
     FilterSpec(
-        "continent", "Continent",
+        "continent",
+        "Continent",
         lambda v, f: _is_null_or_in(Offer.continent, v),
         lambda v: "continent is " + _or_list(v),
         facet=lambda: Offer.continent,
     ),
     FilterSpec(
-        "region", "Region",
+        "region",
+        "Region",
         lambda v, f: Offer.region.in_(v),
         lambda v: "region is " + _or_list(v),
     ),
     FilterSpec(
-        "gpu_count", "GPU count",
+        "gpu_count",
+        "GPU count",
         lambda v, f: Offer.gpu_count.in_(v),
         lambda v: "GPU count is " + _or_list(_num(n) for n in v),
         facet=lambda: Offer.gpu_count,
         facet_label=lambda s: f"{float(s):g}× GPU",
     ),
     FilterSpec(
-        "min_vram", "Min VRAM per GPU (GiB)",
+        "min_vram",
+        "Min VRAM per GPU (GiB)",
         lambda v, f: Offer.vram_gib_per_gpu >= v,
         lambda v: f"VRAM per GPU ≥ {v:g} GiB",
     ),
     FilterSpec(
-        "min_vram_total", "Min total VRAM (GiB)",
+        "min_vram_total",
+        "Min total VRAM (GiB)",
         lambda v, f: Offer.vram_gib_total >= v,
         lambda v: f"total VRAM ≥ {v:g} GiB",
     ),
     FilterSpec(
-        "market", "Market", _market_clause,
+        "market",
+        "Market",
+        _market_clause,
         lambda v: "spot price available" if v == "spot" else "on-demand price available",
     ),
     FilterSpec(
-        "nvlink", "NVLink/NVSwitch required",
+        "nvlink",
+        "NVLink/NVSwitch required",
         lambda v, f: Offer.interconnect.in_(["nvlink", "nvswitch"]),
         lambda v: "GPUs linked by NVLink or NVSwitch",
     ),
     FilterSpec(
-        "interconnect", "Interconnect",
+        "interconnect",
+        "Interconnect",
         lambda v, f: Offer.interconnect.in_(v),
         lambda v: "interconnect is " + _or_list(_label(s) for s in v),
         facet=lambda: Offer.interconnect,
     ),
     FilterSpec(
-        "network", "Inter-node network",
+        "network",
+        "Inter-node network",
         lambda v, f: Offer.network.in_(v),
         lambda v: "network is " + _or_list(_label(s) for s in v),
         facet=lambda: Offer.network,
     ),
     FilterSpec(
-        "billing", "Billing granularity",
+        "billing",
+        "Billing granularity",
         lambda v, f: Offer.billing.in_(v),
         lambda v: "billed " + _or_list(_label(s) for s in v),
         facet=lambda: Offer.billing,
     ),
     FilterSpec(
-        "availability", "Availability",
+        "availability",
+        "Availability",
         lambda v, f: Offer.availability.in_(v),
         lambda v: "availability is " + _or_list(_label(s) for s in v),
         facet=lambda: Offer.availability,
     ),
     FilterSpec(
-        "in_stock", "In stock only",
+        "in_stock",
+        "In stock only",
         lambda v, f: Offer.availability.in_(["in_stock", "limited"]),
         lambda v: "in stock",
     ),
     FilterSpec(
-        "max_price_per_hour", "Max price per hour ($)",
+        "max_price_per_hour",
+        "Max price per hour ($)",
         lambda v, f: price_expr(f) <= v,
         lambda v: f"price ≤ {_money(v)}/h",
     ),
     FilterSpec(
-        "max_price_per_gpu_hour", "Max price per GPU-hour ($)",
+        "max_price_per_gpu_hour",
+        "Max price per GPU-hour ($)",
         lambda v, f: price_per_gpu_expr(f) <= v,
         lambda v: f"price ≤ {_money(v)} per GPU-hour",
     ),
     FilterSpec(
-        "q", "Search", _q_clause,
+        "q",
+        "Search",
+        _q_clause,
         lambda v: f"instance or GPU name contains “{v}”",
     ),
 )
@@ -619,7 +649,7 @@ def _facet_counts_shared(
         # Whether each listing has an on-demand and a spot price, for the market facet.
         columns += [Offer.price_per_hour.is_not(None), Offer.spot_price_per_hour.is_not(None)]
     stmt = select(*columns, func.count()).where(*where_clauses(filters)).group_by(*columns)
-    vendors: dict[str, str] = {
+    vendors: dict[str, str] = {  # noqa: C416 - dict(rows) loses the row types for mypy
         slug: vendor for slug, vendor in session.execute(select(GpuModel.slug, GpuModel.vendor))
     }
     counts: dict[str, Counter[str]] = {key: Counter() for key in keys}
@@ -681,9 +711,7 @@ def facets(session: Session, *, filters: OfferFilters, max_values: int = 40) -> 
     return out
 
 
-def _market_facet(
-    session: Session, filters: OfferFilters, counts: Counter[str] | None
-) -> Facet:
+def _market_facet(session: Session, filters: OfferFilters, counts: Counter[str] | None) -> Facet:
     # An on-demand listing may carry a spot price too, so the two counts overlap.
     if counts is None:
         stmt = select(
@@ -692,13 +720,22 @@ def _market_facet(
             func.sum(case((Offer.spot_price_per_hour.is_not(None), 1), else_=0)),
         ).where(*where_clauses(filters, exclude="market"))
         total, on_demand, spot = session.execute(stmt).one()
-        counts = Counter({"any": int(total or 0), "on_demand": int(on_demand or 0),
-                          "spot": int(spot or 0)})
-    return Facet("market", "Market", [
-        FacetValue(value, _label(value) if value != "any" else "any", counts[value],
-                   filters.market == value)
-        for value in ("any", "on_demand", "spot")
-    ])
+        counts = Counter(
+            {"any": int(total or 0), "on_demand": int(on_demand or 0), "spot": int(spot or 0)}
+        )
+    return Facet(
+        "market",
+        "Market",
+        [
+            FacetValue(
+                value,
+                _label(value) if value != "any" else "any",
+                counts[value],
+                filters.market == value,
+            )
+            for value in ("any", "on_demand", "spot")
+        ],
+    )
 
 
 @dataclass(frozen=True)
@@ -827,9 +864,7 @@ def vram_bounds(workload: Workload, estimate: MemoryEstimate) -> VramBounds:
     arch = estimate.arch
     one = per_gpu_breakdown(workload, arch, 1, workload.sharding).total_gib
     spread = per_gpu_breakdown(workload, arch, _MANY_GPUS, "zero3").total_gib
-    return VramBounds(
-        per_gpu_gib=min(one, spread) * _BOUND_SLACK, total_gib=one * _BOUND_SLACK
-    )
+    return VramBounds(per_gpu_gib=min(one, spread) * _BOUND_SLACK, total_gib=one * _BOUND_SLACK)
 
 
 def _candidate_clause(bounds: VramBounds) -> ColumnElement[bool]:
@@ -897,17 +932,42 @@ _N_FACTS = 13  # the leading columns that, with prices None, are the price-free 
 
 
 def _price_free_facts(values: Sequence[Any]) -> OfferFacts:
-    (_id, gpu_count, vram, bf16, fp16, memory, interconnect, nvlink, network, network_gbps,
-     billing, spot, availability) = values[:_N_FACTS]
+    (
+        _id,
+        gpu_count,
+        vram,
+        bf16,
+        fp16,
+        memory,
+        interconnect,
+        nvlink,
+        network,
+        network_gbps,
+        billing,
+        spot,
+        availability,
+    ) = values[:_N_FACTS]
     return OfferFacts(
-        gpu_count=gpu_count, vram_gib_per_gpu=vram, bf16_tflops=bf16, fp16_tflops=fp16,
-        memory_type=memory, interconnect=interconnect, nvlink_gbps=nvlink, network=network,
-        network_gbps=network_gbps, billing=billing, spot=spot, availability=availability,
+        gpu_count=gpu_count,
+        vram_gib_per_gpu=vram,
+        bf16_tflops=bf16,
+        fp16_tflops=fp16,
+        memory_type=memory,
+        interconnect=interconnect,
+        nvlink_gbps=nvlink,
+        network=network,
+        network_gbps=network_gbps,
+        billing=billing,
+        spot=spot,
+        availability=availability,
     )
 
 
 def job_price(
-    *, price_per_hour: float | None, spot_price_per_hour: float | None, spot: bool,
+    *,
+    price_per_hour: float | None,
+    spot_price_per_hour: float | None,
+    spot: bool,
     use_spot: bool,
 ) -> float | None:
     """The hourly price assess_offer bills a job at (kept in step with app.fit.offers)."""
@@ -930,7 +990,11 @@ class _Candidate:
 
 
 def _candidates(
-    session: Session, *, filters: OfferFilters, bounds: VramBounds, assess: _Assessor,
+    session: Session,
+    *,
+    filters: OfferFilters,
+    bounds: VramBounds,
+    assess: _Assessor,
     sort: Sort,
 ) -> list[_Candidate]:
     """Sort keys of every prefiltered offer. Fit, time and tie-breaks do not depend on the
@@ -954,24 +1018,37 @@ def _candidates(
             base = shapes[shape] = assess(_price_free_facts(values))
         offer_id, gpu_count, spot = values[0], values[1], values[11]
         on_demand, spot_price, vram_total, first_seen = values[13:17]
-        price = job_price(price_per_hour=on_demand, spot_price_per_hour=spot_price, spot=spot,
-                          use_spot=assess.use_spot)
+        price = job_price(
+            price_per_hour=on_demand,
+            spot_price_per_hour=spot_price,
+            spot=spot,
+            use_spot=assess.use_spot,
+        )
         cost = math.inf
         if base.fits and base.billed_hours is not None and price is not None:
             cost = base.billed_hours * price
         hours = base.est_hours if base.est_hours is not None else math.inf
         rank = (0.0 if base.fits else 1.0, cost, *base.tiebreak, hours)
         shown = spot_price if spot_market else (on_demand if on_demand is not None else spot_price)
-        out.append(_Candidate(
-            offer_id, base.fits, rank, cost,
-            _row_sort_key(sort, shown, gpu_count, vram_total, first_seen, offer_id),
-        ))
+        out.append(
+            _Candidate(
+                offer_id,
+                base.fits,
+                rank,
+                cost,
+                _row_sort_key(sort, shown, gpu_count, vram_total, first_seen, offer_id),
+            )
+        )
     return out
 
 
 def _row_sort_key(
-    sort: Sort, price: float | None, gpu_count: float, vram_total: float | None,
-    first_seen: datetime, offer_id: int,
+    sort: Sort,
+    price: float | None,
+    gpu_count: float,
+    vram_total: float | None,
+    first_seen: datetime,
+    offer_id: int,
 ) -> tuple[Any, ...]:
     """The SQL order of `_order_by` for values in memory (fit/cost fall back to per GPU-hour)."""
     p = math.inf if price is None else price
@@ -993,9 +1070,7 @@ def _fit_order(sort: Sort) -> Callable[[_Candidate], tuple[Any, ...]]:
     return lambda c: c.row_key
 
 
-def _full(
-    session: Session, ids: Sequence[int], assess: _Assessor
-) -> list[RankedOffer]:
+def _full(session: Session, ids: Sequence[int], assess: _Assessor) -> list[RankedOffer]:
     """Full rows with their full assessment, in the order of `ids`."""
     if not ids:
         return []
@@ -1016,8 +1091,14 @@ def _ranked_page(
     rest_sort: Sort = "price_per_gpu" if sort in WORKLOAD_SORTS else sort
     missed = sorted((c for c in candidates if not c.fits), key=lambda c: c.row_key)
     start, stop = filters.offset, filters.offset + filters.limit
-    common: dict[str, Any] = {"limit": filters.limit, "offset": filters.offset, "sort": sort,
-              "caption": _fit_caption(filters), "estimate": estimate, "fitting": len(fitting)}
+    common: dict[str, Any] = {
+        "limit": filters.limit,
+        "offset": filters.offset,
+        "sort": sort,
+        "caption": _fit_caption(filters),
+        "estimate": estimate,
+        "fitting": len(fitting),
+    }
     if filters.fits_only:
         page = _full(session, [c.id for c in fitting[start:stop]], assess)
         return OfferPage(total=len(fitting), offers=page, **common)
@@ -1161,15 +1242,49 @@ def cheapest_per_provider(session: Session, *, slug: str) -> list[OfferRow]:
 # Output: one dict per offer feeds JSON and CSV alike.
 
 OFFER_FIELDS = (
-    "id", "provider", "provider_name", "instance_type", "region", "continent", "spot",
-    "gpu_model", "gpu_name", "gpu_vendor", "gpu_raw_name", "gpu_count", "vram_gib_per_gpu",
-    "vram_gib_total", "vcpus", "ram_gib", "disk_gib", "interconnect", "network", "network_gbps",
-    "price_per_hour", "price_per_gpu_hour", "spot_price_per_hour", "currency", "billing",
-    "availability", "availability_count", "first_seen", "last_seen", "active",
+    "id",
+    "provider",
+    "provider_name",
+    "instance_type",
+    "region",
+    "continent",
+    "spot",
+    "gpu_model",
+    "gpu_name",
+    "gpu_vendor",
+    "gpu_raw_name",
+    "gpu_count",
+    "vram_gib_per_gpu",
+    "vram_gib_total",
+    "vcpus",
+    "ram_gib",
+    "disk_gib",
+    "interconnect",
+    "network",
+    "network_gbps",
+    "price_per_hour",
+    "price_per_gpu_hour",
+    "spot_price_per_hour",
+    "currency",
+    "billing",
+    "availability",
+    "availability_count",
+    "first_seen",
+    "last_seen",
+    "active",
 )
 FIT_FIELDS = (  # fit_dict's keys, minus the nested `factors` (JSON only)
-    "fits", "per_gpu_gib_needed", "headroom_pct", "est_hours", "billed_hours", "est_total_cost",
-    "cost_per_m_tokens", "score", "explanation", "reason", "sharding_used",
+    "fits",
+    "per_gpu_gib_needed",
+    "headroom_pct",
+    "est_hours",
+    "billed_hours",
+    "est_total_cost",
+    "cost_per_m_tokens",
+    "score",
+    "explanation",
+    "reason",
+    "sharding_used",
 )
 
 

@@ -190,8 +190,12 @@ def _best_page(parsed: ParsedQuery) -> OfferFilters:
     # Best by job cost with a workload (fitting offers only), else by price per GPU-hour.
     sort = "cost" if parsed.workload is not None else "price_per_gpu"
     return parsed.filters.model_copy(
-        update={"sort": sort, "limit": 1, "offset": 0,
-                "fits_only": parsed.workload is not None or parsed.filters.fits_only}
+        update={
+            "sort": sort,
+            "limit": 1,
+            "offset": 0,
+            "fits_only": parsed.workload is not None or parsed.filters.fits_only,
+        }
     )
 
 
@@ -213,8 +217,10 @@ def _price_of(item: RankedOffer | None, parsed: ParsedQuery) -> float | None:
     if parsed.workload is not None:
         return item.fit.est_total_cost if item.fit else None
     row = item.row
-    price = row.spot_price_per_hour if parsed.filters.market == "spot" else (
-        row.price_per_hour if row.price_per_hour is not None else row.spot_price_per_hour
+    price = (
+        row.spot_price_per_hour
+        if parsed.filters.market == "spot"
+        else (row.price_per_hour if row.price_per_hour is not None else row.spot_price_per_hour)
     )
     return None if price is None else price / row.gpu_count
 
@@ -225,14 +231,15 @@ def _describe(item: RankedOffer) -> str:
     return f"{where}: {row.gpu_count:g}× {row.gpu_name}"
 
 
-def _new_matches(
-    session: Session, parsed: ParsedQuery, since: datetime
-) -> list[RankedOffer]:
+def _new_matches(session: Session, parsed: ParsedQuery, since: datetime) -> list[RankedOffer]:
     """Matching offers first seen after `since` (fitting ones, with a workload)."""
     filters = parsed.filters.model_copy(
-        update={"limit": 1000, "offset": 0,
-                "sort": "cost" if parsed.workload is not None else "price_per_gpu",
-                "fits_only": parsed.workload is not None or parsed.filters.fits_only}
+        update={
+            "limit": 1000,
+            "offset": 0,
+            "sort": "cost" if parsed.workload is not None else "price_per_gpu",
+            "fits_only": parsed.workload is not None or parsed.filters.fits_only,
+        }
     )
     page = search_offers(session, filters=filters, workload=parsed.workload)
     return [item for item in page.offers if item.row.first_seen > since]
@@ -255,11 +262,16 @@ def refresh_saved_search(
         summary = f"{match.count} offers match."
         if best is not None and match.price is not None:
             summary += f" Best: {_describe(best)} at ${match.price:,.2f} {match.price_label}."
-        entries.append(SavedSearchEntry(
-            saved_search_id=search.id, created_at=now, kind="created",
-            title=f"Saved search “{search.name}”", summary=summary,
-            offer_id=best.row.id if best else None,
-        ))
+        entries.append(
+            SavedSearchEntry(
+                saved_search_id=search.id,
+                created_at=now,
+                kind="created",
+                title=f"Saved search “{search.name}”",
+                summary=summary,
+                offer_id=best.row.id if best else None,
+            )
+        )
         state = SavedSearchState(saved_search_id=search.id)
         session.add(state)
     else:
@@ -267,22 +279,36 @@ def refresh_saved_search(
         if fresh:
             lines = [_describe(item) for item in fresh[:_NEW_OFFERS_LISTED]]
             more = len(fresh) - len(lines)
-            entries.append(SavedSearchEntry(
-                saved_search_id=search.id, created_at=now, kind="new_offers",
-                title=f"{len(fresh)} new offer(s) match “{search.name}”",
-                summary="\n".join(lines) + (f"\n… and {more} more" if more > 0 else ""),
-                offer_id=fresh[0].row.id,
-            ))
+            entries.append(
+                SavedSearchEntry(
+                    saved_search_id=search.id,
+                    created_at=now,
+                    kind="new_offers",
+                    title=f"{len(fresh)} new offer(s) match “{search.name}”",
+                    summary="\n".join(lines) + (f"\n… and {more} more" if more > 0 else ""),
+                    offer_id=fresh[0].row.id,
+                )
+            )
         old = state.best_price
-        if (match.price is not None and old is not None
-                and match.price < old - _PRICE_EPSILON and match.best is not None):
-            entries.append(SavedSearchEntry(
-                saved_search_id=search.id, created_at=now, kind="price_drop",
-                title=f"Best price for “{search.name}” dropped to ${match.price:,.2f}",
-                summary=(f"{_describe(match.best)}: ${match.price:,.2f} {match.price_label}, "
-                         f"was ${old:,.2f}."),
-                offer_id=match.best.row.id,
-            ))
+        if (
+            match.price is not None
+            and old is not None
+            and match.price < old - _PRICE_EPSILON
+            and match.best is not None
+        ):
+            entries.append(
+                SavedSearchEntry(
+                    saved_search_id=search.id,
+                    created_at=now,
+                    kind="price_drop",
+                    title=f"Best price for “{search.name}” dropped to ${match.price:,.2f}",
+                    summary=(
+                        f"{_describe(match.best)}: ${match.price:,.2f} {match.price_label}, "
+                        f"was ${old:,.2f}."
+                    ),
+                    offer_id=match.best.row.id,
+                )
+            )
     state.checked_at = now
     state.best_price = match.price
     state.best_offer_id = match.best.row.id if match.best else None

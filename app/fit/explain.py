@@ -32,14 +32,22 @@ def interconnect_text(offer: OfferFacts) -> str:
 
 
 def factor_texts(
-    offer: OfferFacts, *, multi_gpu: bool, multi_node: bool, spot: bool, auto_zero3: bool,
+    offer: OfferFacts,
+    *,
+    multi_gpu: bool,
+    multi_node: bool,
+    spot: bool,
+    auto_zero3: bool,
     sharding: str,
 ) -> dict[str, str]:
     """The visible ranking factors for one offer."""
     factors: dict[str, str] = {
         "interconnect": interconnect_text(offer)
-        + (" (bottleneck for multi-GPU training)" if multi_gpu and offer.interconnect == "pcie"
-           else ""),
+        + (
+            " (bottleneck for multi-GPU training)"
+            if multi_gpu and offer.interconnect == "pcie"
+            else ""
+        ),
         "billing": BILLING_TEXT.get(offer.billing, BILLING_TEXT["unknown"]),
         "availability": AVAILABILITY_TEXT.get(offer.availability, "availability unknown"),
         "spot": "spot: interruptible, restart overhead included" if spot else "on-demand",
@@ -65,8 +73,7 @@ def explain_fit(fit: OfferFit, offer: OfferFacts, *, auto_zero3: bool, sharding:
         parts.append(AVAILABILITY_TEXT[offer.availability])
     if fit.est_hours is not None:
         cost = (
-            f", ${fit.est_total_cost:,.2f}" if fit.est_total_cost is not None
-            else ", price unknown"
+            f", ${fit.est_total_cost:,.2f}" if fit.est_total_cost is not None else ", price unknown"
         )
         parts.append(f"est. {fit.est_hours:.1f} h{cost}")
     else:

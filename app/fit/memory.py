@@ -172,8 +172,14 @@ class MemoryBreakdown:
     def total_gib(self) -> float:
         """Everything a process on one GPU needs (what must fit in the card)."""
         return (
-            self.weights_gib + self.gradients_gib + self.optimizer_gib + self.activations_gib
-            + self.logits_gib + self.adapter_gib + self.quant_constants_gib + self.overhead_gib
+            self.weights_gib
+            + self.gradients_gib
+            + self.optimizer_gib
+            + self.activations_gib
+            + self.logits_gib
+            + self.adapter_gib
+            + self.quant_constants_gib
+            + self.overhead_gib
         )
 
     @property

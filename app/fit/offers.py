@@ -75,8 +75,14 @@ def _spot_risk(spot: bool, hours: float | None) -> float:
     return 0.0 if not spot else 1.0 + (hours or 0.0) / 24
 
 
-def _score(fits: bool, headroom: float | None, interconnect_penalty: bool, billing: str,
-           availability: str, spot: bool) -> float | None:
+def _score(
+    fits: bool,
+    headroom: float | None,
+    interconnect_penalty: bool,
+    billing: str,
+    availability: str,
+    spot: bool,
+) -> float | None:
     """0-100 fit quality independent of price: headroom, interconnect, billing, stock, spot."""
     if not fits:
         return None
@@ -110,14 +116,20 @@ def assess_offer(
     spot = offer.spot or use_spot
     price = offer.price_per_hour
     if spot:
-        price = offer.spot_price_per_hour if offer.spot_price_per_hour is not None else (
-            offer.price_per_hour if offer.spot else None
+        price = (
+            offer.spot_price_per_hour
+            if offer.spot_price_per_hour is not None
+            else (offer.price_per_hour if offer.spot else None)
         )
     multi_gpu = gpus > 1
     multi_node = gpus > GPUS_PER_NODE
     interconnect_penalty = multi_gpu and offer.interconnect in ("pcie", "unknown")
     factors = factor_texts(
-        offer, multi_gpu=multi_gpu, multi_node=multi_node, spot=spot, auto_zero3=auto_zero3,
+        offer,
+        multi_gpu=multi_gpu,
+        multi_node=multi_node,
+        spot=spot,
+        auto_zero3=auto_zero3,
         sharding=sharding,
     )
     tiebreak_base = (
@@ -131,17 +143,27 @@ def assess_offer(
         else:
             layout = (
                 f"; needs {estimate.gpus_needed}x80 GB-class GPUs ({estimate.layout_sharding})"
-                if estimate.gpus_needed and estimate.gpus_needed > gpus else ""
+                if estimate.gpus_needed and estimate.gpus_needed > gpus
+                else ""
             )
             reason = (
                 f"needs {need:.1f} GiB per GPU with {sharding} on {gpus} GPU(s), "
                 f"card has {vram:.1f} GiB{layout}"
             )
         return OfferFit(
-            fits=False, per_gpu_gib_needed=need, headroom_pct=None, est_hours=None,
-            billed_hours=None, est_total_cost=None, cost_per_m_tokens=None, score=None,
-            factors=factors, explanation=f"does not fit: {reason}", reason=reason,
-            sharding_used=sharding, tiebreak=(*tiebreak_base, _spot_risk(spot, None), 0.0),
+            fits=False,
+            per_gpu_gib_needed=need,
+            headroom_pct=None,
+            est_hours=None,
+            billed_hours=None,
+            est_total_cost=None,
+            cost_per_m_tokens=None,
+            score=None,
+            factors=factors,
+            explanation=f"does not fit: {reason}",
+            reason=reason,
+            sharding_used=sharding,
+            tiebreak=(*tiebreak_base, _spot_risk(spot, None), 0.0),
         )
     headroom = (vram - need) / vram * 100
     factors["headroom"] = f"{headroom:.0f}% VRAM headroom"
@@ -150,8 +172,11 @@ def assess_offer(
     tokens = workload.train_tokens(arch)
     if tflops:
         mfu = assumed_mfu(
-            method=workload.method, gpus=offer.gpu_count, memory_type=offer.memory_type,
-            interconnect=offer.interconnect, network=offer.network,
+            method=workload.method,
+            gpus=offer.gpu_count,
+            memory_type=offer.memory_type,
+            interconnect=offer.interconnect,
+            network=offer.network,
         )
         factors["mfu"] = f"assumed MFU {mfu:.2f}"
         est_h = compute_hours(training_flops(workload, arch), tflops, offer.gpu_count, mfu)
@@ -164,10 +189,18 @@ def assess_offer(
     if multi_node and offer.network not in FAST_NETWORKS:
         factors["network"] = f"{offer.network} between nodes: bottleneck, IB/RoCE/EFA advised"
     fit = OfferFit(
-        fits=True, per_gpu_gib_needed=need, headroom_pct=headroom, est_hours=est_h,
-        billed_hours=billed, est_total_cost=cost, cost_per_m_tokens=per_m,
+        fits=True,
+        per_gpu_gib_needed=need,
+        headroom_pct=headroom,
+        est_hours=est_h,
+        billed_hours=billed,
+        est_total_cost=cost,
+        cost_per_m_tokens=per_m,
         score=_score(True, headroom, interconnect_penalty, offer.billing, offer.availability, spot),
-        factors=factors, explanation="", reason=None, sharding_used=sharding,
+        factors=factors,
+        explanation="",
+        reason=None,
+        sharding_used=sharding,
         tiebreak=(*tiebreak_base, _spot_risk(spot, est_h), -headroom),
     )
     return _with_explanation(fit, offer, auto_zero3, sharding)
@@ -176,5 +209,6 @@ def assess_offer(
 def _with_explanation(
     fit: OfferFit, offer: OfferFacts, auto_zero3: bool, sharding: str
 ) -> OfferFit:
-    return replace(fit, explanation=explain_fit(fit, offer, auto_zero3=auto_zero3,
-                                                sharding=sharding))
+    return replace(
+        fit, explanation=explain_fit(fit, offer, auto_zero3=auto_zero3, sharding=sharding)
+    )

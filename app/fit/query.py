@@ -29,8 +29,14 @@ def _query_errors(exc: ValidationError) -> list[dict[str, Any]]:
         loc = tuple(err.get("loc", ()))
         ctx = err.get("ctx") or {}
         field = str(loc[0]) if loc else str(ctx.get("field", "model"))
-        errors.append({"type": err["type"], "loc": ("query", field), "msg": err["msg"],
-                       "input": _echo(err.get("input")) if loc else None})
+        errors.append(
+            {
+                "type": err["type"],
+                "loc": ("query", field),
+                "msg": err["msg"],
+                "input": _echo(err.get("input")) if loc else None,
+            }
+        )
     return errors
 
 
@@ -60,20 +66,34 @@ def workload_query(
     if (model is None or not model.strip()) and params_b is None:
         return None
     return workload_from_query(
-        model=model, params_b=params_b, method=method, precision=precision,
-        optimizer=optimizer, batch_size=batch_size, seq_len=seq_len,
-        grad_checkpointing=grad_checkpointing, lora_rank=lora_rank, sharding=sharding,
-        gpus=gpus, tokens=tokens,
+        model=model,
+        params_b=params_b,
+        method=method,
+        precision=precision,
+        optimizer=optimizer,
+        batch_size=batch_size,
+        seq_len=seq_len,
+        grad_checkpointing=grad_checkpointing,
+        lora_rank=lora_rank,
+        sharding=sharding,
+        gpus=gpus,
+        tokens=tokens,
     )
 
 
 def required_workload(workload: Annotated[Workload | None, Depends(workload_query)]) -> Workload:
     """The workload, or a 422 on `model` when neither model nor params_b is given."""
     if workload is None:
-        raise RequestValidationError([{
-            "type": "missing", "loc": ("query", "model"), "input": None,
-            "msg": "give a preset model id (model) or a size in billions (params_b)",
-        }])
+        raise RequestValidationError(
+            [
+                {
+                    "type": "missing",
+                    "loc": ("query", "model"),
+                    "input": None,
+                    "msg": "give a preset model id (model) or a size in billions (params_b)",
+                }
+            ]
+        )
     return workload
 
 

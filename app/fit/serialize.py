@@ -27,8 +27,12 @@ def estimate_dict(est: MemoryEstimate) -> dict[str, Any]:
         ),
         "train_tokens": est.train_tokens,
         "architecture": {
-            "layers": a.layers, "hidden": a.hidden, "heads": a.heads, "kv_heads": a.kv_heads,
-            "vocab": a.vocab, "intermediate": a.intermediate,
+            "layers": a.layers,
+            "hidden": a.hidden,
+            "heads": a.heads,
+            "kv_heads": a.kv_heads,
+            "vocab": a.vocab,
+            "intermediate": a.intermediate,
         },
         "notes": list(est.notes),
     }
@@ -57,9 +61,18 @@ def presets_list() -> list[dict[str, Any]]:
     out = []
     for pid in preset_ids():
         a = get_preset(pid)
-        out.append({
-            "id": pid, "name": a.name, "params_b": round(a.params_b, 3), "layers": a.layers,
-            "hidden": a.hidden, "heads": a.heads, "kv_heads": a.kv_heads, "vocab": a.vocab,
-            "intermediate": a.intermediate, "experts": a.experts,
-        })
+        out.append(
+            {
+                "id": pid,
+                "name": a.name,
+                "params_b": round(a.params_b, 3),
+                "layers": a.layers,
+                "hidden": a.hidden,
+                "heads": a.heads,
+                "kv_heads": a.kv_heads,
+                "vocab": a.vocab,
+                "intermediate": a.intermediate,
+                "experts": a.experts,
+            }
+        )
     return out

@@ -67,7 +67,11 @@ def validate_entry(entry: dict[str, Any]) -> ValidationRow:
         "card": bd.total_gib,
     }[metric]
     return ValidationRow(
-        entry["id"], metric, _measured_gib(entry), estimated, entry["source"],
+        entry["id"],
+        metric,
+        _measured_gib(entry),
+        estimated,
+        entry["source"],
         entry.get("exclude"),
     )
 

@@ -91,9 +91,7 @@ class Workload(BaseModel):
                 "kv_heads", "kv_heads: must divide heads", {"field": "kv_heads"}
             )
         if self.heads and self.hidden and self.hidden % self.heads:
-            raise PydanticCustomError(
-                "heads", "heads: must divide hidden", {"field": "heads"}
-            )
+            raise PydanticCustomError("heads", "heads: must divide hidden", {"field": "heads"})
         if self.tokens is not None and self.dataset_tokens is not None:
             raise PydanticCustomError(
                 "tokens_conflict",

@@ -44,9 +44,7 @@ def _rule(
     requires_memory: bool = False,
     prefer: str | None = None,
 ) -> _Rule:
-    return _Rule(
-        re.compile(pattern), group, slugs, families, default_gb, requires_memory, prefer
-    )
+    return _Rule(re.compile(pattern), group, slugs, families, default_gb, requires_memory, prefer)
 
 
 def _rtx(model: str, slug: str, suffix: str = "") -> _Rule:

@@ -109,9 +109,7 @@ def time_chart(
     drawn = [s for s in series if s.points]
     end = end or utcnow()
     if not drawn:
-        return Markup(
-            '<p class="chart-empty">No price history recorded yet.</p>'
-        )
+        return Markup('<p class="chart-empty">No price history recorded yet.</p>')
     times = [t for s in drawn for t, _ in s.points] + [b.start for b in bands]
     t0, t1 = min(times), max([*times, end])
     if t1 - t0 < timedelta(hours=1):
@@ -198,9 +196,7 @@ def _describe(series: Sequence[Series], unit: str) -> str:
     return "; ".join(parts)
 
 
-def availability_bands(
-    points: Sequence[tuple[datetime, str]], end: datetime
-) -> list[Band]:
+def availability_bands(points: Sequence[tuple[datetime, str]], end: datetime) -> list[Band]:
     """Spans where an offer was out of stock or limited (each lasts until the next point)."""
     bands = []
     for i, (when, availability) in enumerate(points):
@@ -210,4 +206,3 @@ def availability_bands(
         elif availability == "limited":
             bands.append(Band(when, until, "limited", "limited availability"))
     return bands
-

@@ -67,7 +67,11 @@ def _owner(request: Request) -> str | None:
 
 
 def _render(
-    request: Request, template: str, context: dict[str, Any], *, status: int = 200,
+    request: Request,
+    template: str,
+    context: dict[str, Any],
+    *,
+    status: int = 200,
     headers: dict[str, str] | None = None,
 ) -> HTMLResponse:
     """Render a page; give the browser an owner token first if it has none (forms need it)."""
@@ -76,8 +80,9 @@ def _render(
     if owner is None:
         owner = new_token()
     context = {"request": request, "csrf": csrf_token(owner), "path": request.url.path, **context}
-    response = templates.TemplateResponse(request, template, context, status_code=status,
-                                          headers=headers)
+    response = templates.TemplateResponse(
+        request, template, context, status_code=status, headers=headers
+    )
     if fresh:
         _set_owner_cookie(request, response, owner)
     assert isinstance(response, HTMLResponse)
@@ -86,8 +91,13 @@ def _render(
 
 def _set_owner_cookie(request: Request, response: Response, owner: str) -> None:
     response.set_cookie(
-        OWNER_COOKIE, owner, max_age=COOKIE_MAX_AGE, httponly=True, samesite="lax",
-        secure=request.url.scheme == "https", path="/",
+        OWNER_COOKIE,
+        owner,
+        max_age=COOKIE_MAX_AGE,
+        httponly=True,
+        samesite="lax",
+        secure=request.url.scheme == "https",
+        path="/",
     )
 
 
@@ -119,7 +129,10 @@ def _see_other(path: str) -> RedirectResponse:
 
 @router.get("/", response_class=HTMLResponse)
 def index(
-    request: Request, session: SessionDep, settings: SettingsDep, filters: FiltersDep,
+    request: Request,
+    session: SessionDep,
+    settings: SettingsDep,
+    filters: FiltersDep,
     workload: WorkloadDep,
 ) -> Response:
     """The comparison table; the GET form keeps the whole view in the URL."""
@@ -154,22 +167,41 @@ def offer_page(
     history = price_history(session, offer_id=offer_id)
     end = utcnow() if row.active else row.last_seen
     series = [
-        Series("on-demand", "s-ondemand",
-               [(p.observed_at, p.price_per_hour) for p in history
-                if p.price_per_hour is not None]),
-        Series("spot", "s-spot",
-               [(p.observed_at, p.spot_price_per_hour) for p in history
-                if p.spot_price_per_hour is not None]),
+        Series(
+            "on-demand",
+            "s-ondemand",
+            [(p.observed_at, p.price_per_hour) for p in history if p.price_per_hour is not None],
+        ),
+        Series(
+            "spot",
+            "s-spot",
+            [
+                (p.observed_at, p.spot_price_per_hour)
+                for p in history
+                if p.spot_price_per_hour is not None
+            ],
+        ),
     ]
     bands = availability_bands([(p.observed_at, p.availability) for p in history], end)
-    chart = time_chart(series, bands=bands, end=end,
-                       title=f"Price history of {row.instance_type} in {row.region}")
+    chart = time_chart(
+        series, bands=bands, end=end, title=f"Price history of {row.instance_type} in {row.region}"
+    )
     facts = load_facts(row.provider).describe(row.instance_type, row.gpu_model, row.gpu_count)
     fit = assess_row(row, workload) if workload is not None else None
-    return _render(request, "offer.html", {
-        "row": row, "history": history, "chart": chart, "facts": facts, "fit": fit,
-        "workload": workload, "json_url": f"/api/offers/{offer_id}",
-    }, headers=urls.alternate_links(request, [(f"/api/offers/{offer_id}", "application/json")]))
+    return _render(
+        request,
+        "offer.html",
+        {
+            "row": row,
+            "history": history,
+            "chart": chart,
+            "facts": facts,
+            "fit": fit,
+            "workload": workload,
+            "json_url": f"/api/offers/{offer_id}",
+        },
+        headers=urls.alternate_links(request, [(f"/api/offers/{offer_id}", "application/json")]),
+    )
 
 
 @router.get("/api/offers/{offer_id}", tags=["offers"], include_in_schema=True)
@@ -180,8 +212,12 @@ def offer_json(session: SessionDep, offer_id: int, workload: WorkloadDep) -> dic
     if workload is not None:
         out.update(fit_dict(assess_row(row, workload)))
     out["history"] = [
-        {"observed_at": p.observed_at.isoformat(), "price_per_hour": p.price_per_hour,
-         "spot_price_per_hour": p.spot_price_per_hour, "availability": p.availability}
+        {
+            "observed_at": p.observed_at.isoformat(),
+            "price_per_hour": p.price_per_hour,
+            "spot_price_per_hour": p.spot_price_per_hour,
+            "availability": p.availability,
+        }
         for p in price_history(session, offer_id=offer_id)
     ]
     return out
@@ -199,16 +235,22 @@ def _gpu_rows(session: SessionDep, slug: str) -> tuple[Any, list[RankedOffer]]:
 
 
 def _gpu_twins(slug: str) -> list[tuple[str, str]]:
-    return [(f"/gpus/{slug}", "text/html"), (f"/api/gpus/{slug}", "application/json"),
-            (f"/gpus/{slug}.csv", "text/csv")]
+    return [
+        (f"/gpus/{slug}", "text/html"),
+        (f"/api/gpus/{slug}", "application/json"),
+        (f"/gpus/{slug}.csv", "text/csv"),
+    ]
 
 
 @router.get("/gpus/{slug}.csv")
 def gpu_csv(request: Request, session: SessionDep, slug: str) -> Response:
     """The GPU page's cheapest-offer-per-provider table as CSV."""
     _spec, rows = _gpu_rows(session, slug)
-    return Response(to_csv(rows, with_fit=False), media_type="text/csv; charset=utf-8",
-                    headers=urls.alternate_links(request, _gpu_twins(slug)))
+    return Response(
+        to_csv(rows, with_fit=False),
+        media_type="text/csv; charset=utf-8",
+        headers=urls.alternate_links(request, _gpu_twins(slug)),
+    )
 
 
 @router.get("/api/gpus/{slug}", include_in_schema=True, tags=["gpus"])
@@ -226,60 +268,98 @@ def gpu_page(request: Request, session: SessionDep, slug: str) -> Response:
     spec, rows = _gpu_rows(session, slug)
     history = gpu_price_history(session, slug=slug)
     series = [Series(h.provider, f"s{i % 8}", h.points) for i, h in enumerate(history)]
-    chart = time_chart(series, title=f"{spec.name}: cheapest on-demand price per GPU-hour",
-                       unit="per GPU-hour")
-    return _render(request, "gpu.html", {"spec": spec, "rows": rows, "chart": chart},
-                   headers=urls.alternate_links(request, _gpu_twins(slug)))
+    chart = time_chart(
+        series, title=f"{spec.name}: cheapest on-demand price per GPU-hour", unit="per GPU-hour"
+    )
+    return _render(
+        request,
+        "gpu.html",
+        {"spec": spec, "rows": rows, "chart": chart},
+        headers=urls.alternate_links(request, _gpu_twins(slug)),
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # Providers
 
 
-_PROVIDER_COLUMNS = ("provider", "display_name", "interval_minutes", "last_success",
-                     "last_run_at", "last_status", "last_error", "offer_count", "stale")
-_PROVIDER_TWINS = [("/providers", "text/html"), ("/api/providers", "application/json"),
-                   ("/providers.csv", "text/csv")]
+_PROVIDER_COLUMNS = (
+    "provider",
+    "display_name",
+    "interval_minutes",
+    "last_success",
+    "last_run_at",
+    "last_status",
+    "last_error",
+    "offer_count",
+    "stale",
+)
+_PROVIDER_TWINS = [
+    ("/providers", "text/html"),
+    ("/api/providers", "application/json"),
+    ("/providers.csv", "text/csv"),
+]
 
 
 @router.get("/providers", response_class=HTMLResponse)
 def providers_page(request: Request, session: SessionDep, settings: SettingsDep) -> Response:
     """Each feed's last success, last error and offer count."""
-    return _render(request, "providers.html",
-                   {"statuses": provider_statuses(session, settings)},
-                   headers=urls.alternate_links(request, _PROVIDER_TWINS))
+    return _render(
+        request,
+        "providers.html",
+        {"statuses": provider_statuses(session, settings)},
+        headers=urls.alternate_links(request, _PROVIDER_TWINS),
+    )
 
 
 @router.get("/providers.csv")
 def providers_csv(request: Request, session: SessionDep, settings: SettingsDep) -> Response:
     """/api/providers as CSV."""
     rows = [
-        [s.source, s.display_name, s.interval_minutes, s.last_success, s.last_run_at,
-         s.last_status, s.last_error, s.offer_count, s.stale]
+        [
+            s.source,
+            s.display_name,
+            s.interval_minutes,
+            s.last_success,
+            s.last_run_at,
+            s.last_status,
+            s.last_error,
+            s.offer_count,
+            s.stale,
+        ]
         for s in provider_statuses(session, settings)
     ]
     return _csv_response(_PROVIDER_COLUMNS, rows, request, _PROVIDER_TWINS)
 
 
 def _csv_response(
-    columns: Sequence[str], rows: Iterable[Sequence[Any]], request: Request,
+    columns: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+    request: Request,
     twins: Sequence[tuple[str, str]],
 ) -> Response:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(columns)
     for row in rows:
-        writer.writerow(["" if v is None else v.isoformat() if hasattr(v, "isoformat") else v
-                         for v in row])
-    return Response(buffer.getvalue(), media_type="text/csv; charset=utf-8",
-                    headers=urls.alternate_links(request, twins))
+        writer.writerow(
+            ["" if v is None else v.isoformat() if hasattr(v, "isoformat") else v for v in row]
+        )
+    return Response(
+        buffer.getvalue(),
+        media_type="text/csv; charset=utf-8",
+        headers=urls.alternate_links(request, twins),
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # Saved searches
 
-_SAVED_TWINS = [("/saved", "text/html"), ("/api/saved", "application/json"),
-                ("/saved.csv", "text/csv")]
+_SAVED_TWINS = [
+    ("/saved", "text/html"),
+    ("/api/saved", "application/json"),
+    ("/saved.csv", "text/csv"),
+]
 
 
 def _saved_items(session: SessionDep, owner: str | None) -> list[dict[str, Any]]:
@@ -312,8 +392,9 @@ def _saved_public(item: dict[str, Any]) -> dict[str, Any]:
 def saved_page(request: Request, session: SessionDep) -> Response:
     """This browser's saved searches with their current best match and match count."""
     items = _saved_items(session, _owner(request))
-    return _render(request, "saved.html", {"items": items},
-                   headers=urls.alternate_links(request, _SAVED_TWINS))
+    return _render(
+        request, "saved.html", {"items": items}, headers=urls.alternate_links(request, _SAVED_TWINS)
+    )
 
 
 @router.get("/api/saved")
@@ -326,10 +407,8 @@ def saved_json(request: Request, session: SessionDep) -> dict[str, Any]:
 def saved_csv(request: Request, session: SessionDep) -> Response:
     """This browser's saved searches as CSV."""
     data = [_saved_public(i) for i in _saved_items(session, _owner(request))]
-    columns = ("name", "query", "share_url", "feed_url", "created_at", "match_count",
-               "best_price")
-    return _csv_response(columns, [[d[c] for c in columns] for d in data], request,
-                         _SAVED_TWINS)
+    columns = ("name", "query", "share_url", "feed_url", "created_at", "match_count", "best_price")
+    return _csv_response(columns, [[d[c] for c in columns] for d in data], request, _SAVED_TWINS)
 
 
 async def _form(request: Request) -> dict[str, str]:
@@ -419,8 +498,9 @@ def saved_feed(request: Request, session: SessionDep, share_token: str) -> Respo
     entries = feed_entries(session, search=search)
     base = str(request.base_url).rstrip("/")
     body = templates.get_template("feed.atom.xml").render(
-        search=search, entries=entries, base=base,
+        search=search,
+        entries=entries,
+        base=base,
         updated=entries[0].created_at if entries else search.created_at,
     )
     return Response(body, media_type="application/atom+xml; charset=utf-8")
-

@@ -31,8 +31,12 @@ from app.web import urls
 from app.web.urls import Args
 
 MAX_STALE_LISTED = 6
-METHOD_LABELS = {"pretrain": "pretraining", "full": "full fine-tune", "lora": "LoRA",
-                 "qlora": "QLoRA"}
+METHOD_LABELS = {
+    "pretrain": "pretraining",
+    "full": "full fine-tune",
+    "lora": "LoRA",
+    "qlora": "QLoRA",
+}
 
 
 @dataclass(frozen=True)
@@ -61,8 +65,11 @@ def banners(session: Session, settings: Settings) -> Banners:
     notice = sample_notice(session)
     stale: list[ProviderStatus] = []
     if notice is None:
-        stale = [s for s in provider_statuses(session, settings)
-                 if s.stale and (s.offer_count or s.last_error)]
+        stale = [
+            s
+            for s in provider_statuses(session, settings)
+            if s.stale and (s.offer_count or s.last_error)
+        ]
     return Banners(stale[:MAX_STALE_LISTED], max(0, len(stale) - MAX_STALE_LISTED), notice)
 
 
@@ -72,9 +79,9 @@ def _chips(args: Args, filters: OfferFilters) -> list[Chip]:
         if isinstance(value, list):
             for item in value:
                 raw = f"{item:g}" if isinstance(item, float) else str(item)
-                chips.append(Chip(
-                    spec.caption([item]), urls.url("/", urls.toggle(args, spec.key, raw))
-                ))
+                chips.append(
+                    Chip(spec.caption([item]), urls.url("/", urls.toggle(args, spec.key, raw)))
+                )
         else:
             remove = urls.url("/", urls.replace(args, spec.key, None))
             chips.append(Chip(spec.caption(value), remove))
@@ -86,9 +93,11 @@ def _pagination(args: Args, page: OfferPage) -> list[PageLink]:
         return []
     pages = max(1, math.ceil(page.total / page.limit))
     current = page.offset // page.limit
+
     def link(index: int) -> str:
         offset = str(index * page.limit) if index else None
         return urls.url("/", urls.replace(args, "offset", offset))
+
     out = [PageLink("← Previous", link(current - 1) if current > 0 else None)]
     shown = sorted({0, pages - 1, *range(max(0, current - 2), min(pages, current + 3))})
     last = -1
@@ -114,7 +123,11 @@ def _gpu_choices(session: Session, facet: Facet | None) -> list[tuple[str, str, 
 
 
 def index_context(
-    session: Session, settings: Settings, *, args: Args, filters: OfferFilters,
+    session: Session,
+    settings: Settings,
+    *,
+    args: Args,
+    filters: OfferFilters,
     workload: Workload | None,
 ) -> dict[str, Any]:
     """Everything `/` renders: the page of offers, facets, regions, form values and links."""

@@ -30,8 +30,10 @@ def _free_port() -> int:
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A uvicorn server on a migrated temp DB with the sample loaded; yields its base URL."""
     if not CHROMIUM.exists():
-        pytest.skip("Chromium not installed at /usr/bin/chromium "
-                    "(apt-get install -y chromium chromium-driver)")
+        pytest.skip(
+            "Chromium not installed at /usr/bin/chromium "
+            "(apt-get install -y chromium chromium-driver)"
+        )
     import uvicorn
 
     from app.db import make_engine, make_session_factory
@@ -46,8 +48,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with make_session_factory(engine).begin() as session:
         load_sample(session)
     engine.dispose()
-    app = create_app(Settings(database_url=url, scheduler_enabled=False, _env_file=None),
-                     scheduler=False)
+    app = create_app(
+        Settings(database_url=url, scheduler_enabled=False, _env_file=None), scheduler=False
+    )
     port = _free_port()
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
     srv = uvicorn.Server(config)

@@ -31,24 +31,39 @@ def _fields(resp: object) -> list[str]:
 
 
 def test_estimate_shape() -> None:
-    resp = client.get("/api/estimate", params={
-        "model": "llama-3.1-8b", "method": "qlora", "grad_checkpointing": "true",
-        "lora_rank": 16, "seq_len": 2048, "batch_size": 1,
-    })
+    resp = client.get(
+        "/api/estimate",
+        params={
+            "model": "llama-3.1-8b",
+            "method": "qlora",
+            "grad_checkpointing": "true",
+            "lora_rank": 16,
+            "seq_len": 2048,
+            "batch_size": 1,
+        },
+    )
     assert resp.status_code == 200
     body = resp.json()
     for key in ("per_gpu_gib", "breakdown", "fits_gpu_gib", "topology"):
         assert key in body
-    for key in ("weights_gib", "gradients_gib", "optimizer_gib", "activations_gib",
-                "overhead_gib", "logits_gib", "adapter_gib"):
+    for key in (
+        "weights_gib",
+        "gradients_gib",
+        "optimizer_gib",
+        "activations_gib",
+        "overhead_gib",
+        "logits_gib",
+        "adapter_gib",
+    ):
         assert key in body["breakdown"]
     assert body["topology"] == "single-gpu"
     assert body["fits_gpu_gib"] <= 24
 
 
 def test_estimate_by_size() -> None:
-    resp = client.get("/api/estimate", params={"params_b": 13, "method": "full",
-                                               "sharding": "zero3", "gpus": 8})
+    resp = client.get(
+        "/api/estimate", params={"params_b": 13, "method": "full", "sharding": "zero3", "gpus": 8}
+    )
     assert resp.status_code == 200
     assert resp.json()["model"] == "custom"
 
@@ -106,8 +121,10 @@ def test_cli_table_and_json() -> None:
     res = runner.invoke(_cli(), ["estimate", "--model", "llama-3.1-8b", "--method", "qlora"])
     assert res.exit_code == 0, res.output
     assert "weights" in res.output and "per GPU total" in res.output
-    res = runner.invoke(_cli(), ["estimate", "--params-b", "7", "--method", "full", "--json",
-                                 "--no-grad-checkpointing"])
+    res = runner.invoke(
+        _cli(),
+        ["estimate", "--params-b", "7", "--method", "full", "--json", "--no-grad-checkpointing"],
+    )
     assert res.exit_code == 0, res.output
     data = json.loads(res.output)
     assert data["breakdown"]["optimizer_gib"] > 0

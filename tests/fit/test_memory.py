@@ -103,10 +103,24 @@ def test_presets_param_counts_match_shapes() -> None:
 
 def test_required_presets_exist() -> None:
     required = {
-        "llama-3.2-1b", "llama-3.2-3b", "llama-3.1-8b", "llama-3.1-70b", "llama-3.1-405b",
-        "mistral-7b", "mixtral-8x7b", "qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-7b",
-        "qwen2.5-14b", "qwen2.5-32b", "qwen2.5-72b", "gemma-2-2b", "gemma-2-9b", "gemma-2-27b",
-        "phi-3-mini", "gpt2",
+        "llama-3.2-1b",
+        "llama-3.2-3b",
+        "llama-3.1-8b",
+        "llama-3.1-70b",
+        "llama-3.1-405b",
+        "mistral-7b",
+        "mixtral-8x7b",
+        "qwen2.5-0.5b",
+        "qwen2.5-1.5b",
+        "qwen2.5-7b",
+        "qwen2.5-14b",
+        "qwen2.5-32b",
+        "qwen2.5-72b",
+        "gemma-2-2b",
+        "gemma-2-9b",
+        "gemma-2-27b",
+        "phi-3-mini",
+        "gpt2",
     }
     assert required <= set(preset_ids())
 
@@ -139,9 +153,7 @@ def test_llama8b_qlora_fits_24gb() -> None:
 def test_llama8b_full_needs_sharding() -> None:
     one = estimate_memory(Workload(model="llama-3.1-8b", method="full"))
     assert one.per_gpu_gib > CARD_USABLE_GIB[80]
-    eight = estimate_memory(
-        Workload(model="llama-3.1-8b", method="full", gpus=8, sharding="zero3")
-    )
+    eight = estimate_memory(Workload(model="llama-3.1-8b", method="full", gpus=8, sharding="zero3"))
     assert eight.per_gpu_gib <= CARD_USABLE_GIB[80]
 
 
@@ -154,8 +166,11 @@ def test_llama70b_qlora_fits_80gb() -> None:
 def test_llama70b_full_needs_multi_node() -> None:
     w = Workload(model="llama-3.1-70b", method="full", gpus=8, sharding="zero3")
     est = estimate_memory(w)
-    states = (est.breakdown.weights_gib + est.breakdown.gradients_gib
-              + est.breakdown.optimizer_gib) * 8 * GIB
+    states = (
+        (est.breakdown.weights_gib + est.breakdown.gradients_gib + est.breakdown.optimizer_gib)
+        * 8
+        * GIB
+    )
     assert states > 1e12
     assert est.per_gpu_gib > CARD_USABLE_GIB[80]
     assert est.topology == "multi-node"

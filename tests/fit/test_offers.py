@@ -17,21 +17,36 @@ from app.fit.cost import (
 from app.fit.presets import get_preset
 
 H100 = OfferFacts(
-    gpu_count=8, vram_gib_per_gpu=79.6, bf16_tflops=989.0, fp16_tflops=989.0,
-    memory_type="HBM3", interconnect="nvswitch", nvlink_gbps=900.0, network="infiniband",
-    network_gbps=3200.0, billing="second", price_per_hour=24.0, spot_price_per_hour=12.0,
-    spot=False, availability="in_stock",
+    gpu_count=8,
+    vram_gib_per_gpu=79.6,
+    bf16_tflops=989.0,
+    fp16_tflops=989.0,
+    memory_type="HBM3",
+    interconnect="nvswitch",
+    nvlink_gbps=900.0,
+    network="infiniband",
+    network_gbps=3200.0,
+    billing="second",
+    price_per_hour=24.0,
+    spot_price_per_hour=12.0,
+    spot=False,
+    availability="in_stock",
 )
 
 
 def test_flops_per_token() -> None:
     arch = get_preset("llama-3.1-8b")
     n = arch.params
-    assert flops_per_token(Workload(model="llama-3.1-8b", method="full",
-                                    grad_checkpointing=False), arch) == 6 * n
+    assert (
+        flops_per_token(
+            Workload(model="llama-3.1-8b", method="full", grad_checkpointing=False), arch
+        )
+        == 6 * n
+    )
     assert flops_per_token(Workload(model="llama-3.1-8b", method="full"), arch) == 8 * n
-    lora = flops_per_token(Workload(model="llama-3.1-8b", method="lora",
-                                    grad_checkpointing=False), arch)
+    lora = flops_per_token(
+        Workload(model="llama-3.1-8b", method="lora", grad_checkpointing=False), arch
+    )
     assert 4 * n < lora < 4.1 * n
 
 
@@ -61,8 +76,9 @@ def test_spot_overhead() -> None:
     on_demand = assess_offer(w, est, one)
     spot = assess_offer(w, est, one, use_spot=True)
     assert on_demand.est_hours is not None and spot.est_hours is not None
-    assert spot.est_hours == pytest.approx(on_demand.est_hours + spot_overhead_hours(
-        on_demand.est_hours))
+    assert spot.est_hours == pytest.approx(
+        on_demand.est_hours + spot_overhead_hours(on_demand.est_hours)
+    )
     assert spot.est_total_cost is not None and on_demand.est_total_cost is not None
     assert spot.est_total_cost < on_demand.est_total_cost  # half price beats +2% time
     assert "spot" in spot.explanation
@@ -72,10 +88,10 @@ def test_mfu_assumptions() -> None:
     kw = {"method": "full", "network": "none"}
     assert assumed_mfu(gpus=1, memory_type="HBM3", interconnect="unknown", **kw) == 0.40
     assert assumed_mfu(gpus=1, memory_type="GDDR6X", interconnect="unknown", **kw) == 0.30
-    assert assumed_mfu(gpus=8, memory_type="HBM3", interconnect="pcie", **kw) == pytest.approx(
-        0.24)
-    assert assumed_mfu(gpus=1, memory_type="HBM3", interconnect="unknown", method="qlora",
-                       network="none") == pytest.approx(0.28)
+    assert assumed_mfu(gpus=8, memory_type="HBM3", interconnect="pcie", **kw) == pytest.approx(0.24)
+    assert assumed_mfu(
+        gpus=1, memory_type="HBM3", interconnect="unknown", method="qlora", network="none"
+    ) == pytest.approx(0.28)
 
 
 def test_uses_offer_gpu_count() -> None:

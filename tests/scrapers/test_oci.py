@@ -48,9 +48,7 @@ def test_parse_fixture_into_exact_records() -> None:
         ),
     ]  # fmt: skip
     assert result.records[0].price_per_gpu_hour == 10.0
-    assert result.warnings == [
-        "skipped BM.GPU.L40S-NC.4: no single priced product or no GPU count"
-    ]
+    assert result.warnings == ["skipped BM.GPU.L40S-NC.4: no single priced product or no GPU count"]
 
 
 def test_malformed() -> None:

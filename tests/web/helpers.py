@@ -34,7 +34,10 @@ def record(**overrides: Any) -> OfferRecord:
 
 
 def ingest(
-    factory: sessionmaker[Session], records: list[OfferRecord], *, now: datetime | None = None,
+    factory: sessionmaker[Session],
+    records: list[OfferRecord],
+    *,
+    now: datetime | None = None,
     source: str = TEST_PROVIDER,
 ) -> None:
     """Ingest `records` as one scrape of their provider(s) and commit."""

@@ -34,11 +34,14 @@ def test_nice_ticks_cover_the_range() -> None:
 
 def test_time_chart_steps_stay_inside_the_plot_and_escape_names() -> None:
     points = [(T0, 2.0), (T0 + timedelta(days=1), 3.0), (T0 + timedelta(days=2), 1.5)]
-    svg = str(time_chart(
-        [Series("<evil>", "s0", points)],
-        bands=[Band(T0 + timedelta(hours=6), T0 + timedelta(hours=12), "out", "out of stock")],
-        title="A & B", end=T0 + timedelta(days=3),
-    ))
+    svg = str(
+        time_chart(
+            [Series("<evil>", "s0", points)],
+            bands=[Band(T0 + timedelta(hours=6), T0 + timedelta(hours=12), "out", "out of stock")],
+            title="A & B",
+            end=T0 + timedelta(days=3),
+        )
+    )
     root = ET.fromstring(svg)  # well-formed XML
     assert root.get("role") == "img"
     assert "&lt;evil&gt;" in svg and "<evil>" not in svg and "A &amp; B" in svg
@@ -57,7 +60,9 @@ def test_time_chart_single_point_and_empty() -> None:
 
 def test_availability_bands_last_until_next_point() -> None:
     points = [
-        (T0, "in_stock"), (T0 + timedelta(hours=1), "out"), (T0 + timedelta(hours=3), "limited")
+        (T0, "in_stock"),
+        (T0 + timedelta(hours=1), "out"),
+        (T0 + timedelta(hours=3), "limited"),
     ]
     bands = availability_bands(points, T0 + timedelta(hours=4))
     assert [(b.css, b.start.hour, b.end.hour) for b in bands] == [("out", 1, 3), ("limited", 3, 4)]

@@ -16,9 +16,24 @@ from app.queries import OfferFilters, count_offers, facets
 from tests.web.helpers import QLORA_8B
 
 REQUIRED_FIELDS = {
-    "id", "provider", "instance_type", "region", "gpu_model", "gpu_name", "gpu_raw_name",
-    "gpu_count", "vram_gib_per_gpu", "vram_gib_total", "price_per_hour", "price_per_gpu_hour",
-    "spot_price_per_hour", "interconnect", "network", "billing", "availability", "last_seen",
+    "id",
+    "provider",
+    "instance_type",
+    "region",
+    "gpu_model",
+    "gpu_name",
+    "gpu_raw_name",
+    "gpu_count",
+    "vram_gib_per_gpu",
+    "vram_gib_total",
+    "price_per_hour",
+    "price_per_gpu_hour",
+    "spot_price_per_hour",
+    "interconnect",
+    "network",
+    "billing",
+    "availability",
+    "last_seen",
     "active",
 }
 
@@ -78,9 +93,7 @@ def test_limit_bounds_accepted(client: TestClient, sample_loaded: int) -> None:
         ({"model": "llama-3.1-8b", "seq_len": "0"}, "seq_len"),
     ],
 )
-def test_bad_values_name_the_field(
-    client: TestClient, params: dict[str, str], field: str
-) -> None:
+def test_bad_values_name_the_field(client: TestClient, params: dict[str, str], field: str) -> None:
     for path in ("/api/offers", "/offers.csv"):
         response = client.get(path, params=params)
         assert response.status_code == 422, (path, params)
@@ -140,9 +153,7 @@ def test_filters_narrow_results(client: TestClient, sample_loaded: int, session:
 def test_search_text_escapes_like_wildcards(client: TestClient, sample_loaded: int) -> None:
     assert client.get("/api/offers", params={"q": "%"}).json()["total"] == 0
     found = get_all(client, q="h100")
-    assert found and all(
-        "h100" in (o["instance_type"] + o["gpu_raw_name"]).lower() for o in found
-    )
+    assert found and all("h100" in (o["instance_type"] + o["gpu_raw_name"]).lower() for o in found)
 
 
 def test_inactive_offers_hidden_unless_asked(

@@ -17,9 +17,7 @@ from tests.web.helpers import QLORA_8B, TEST_PROVIDER, ingest, record
 HTML = {"accept": "text/html"}
 
 
-def test_index_lists_offers_with_facets_and_caption(
-    client: TestClient, sample_loaded: int
-) -> None:
+def test_index_lists_offers_with_facets_and_caption(client: TestClient, sample_loaded: int) -> None:
     response = client.get("/?provider=lambdalabs&min_vram=80", headers=HTML)
     assert response.status_code == 200
     html = response.text
@@ -50,8 +48,16 @@ def test_scraped_strings_are_escaped(
     client: TestClient, session_factory: sessionmaker[Session]
 ) -> None:
     evil = "<script>alert(1)</script>"
-    ingest(session_factory, [record(instance_type=evil, region='"><img src=x onerror=alert(2)>',
-                                    gpu_raw_name="<b>GPU</b>")])
+    ingest(
+        session_factory,
+        [
+            record(
+                instance_type=evil,
+                region='"><img src=x onerror=alert(2)>',
+                gpu_raw_name="<b>GPU</b>",
+            )
+        ],
+    )
     with session_factory() as session:
         offer_id = session.scalar(select(Offer.id).where(Offer.instance_type == evil))
     for path in ("/", f"/offers/{offer_id}", "/gpus/h100-sxm"):
@@ -67,16 +73,22 @@ def test_offer_detail_has_fields_facts_and_history_chart(
 ) -> None:
     start = utcnow() - timedelta(days=3)
     ingest(session_factory, [record(price_per_hour=24.0, spot_price_per_hour=12.0)], now=start)
-    ingest(session_factory, [record(price_per_hour=22.0, spot_price_per_hour=10.0,
-                                    availability="out")], now=start + timedelta(days=1))
-    ingest(session_factory, [record(price_per_hour=20.0, spot_price_per_hour=9.0)],
-           now=start + timedelta(days=2))
+    ingest(
+        session_factory,
+        [record(price_per_hour=22.0, spot_price_per_hour=10.0, availability="out")],
+        now=start + timedelta(days=1),
+    )
+    ingest(
+        session_factory,
+        [record(price_per_hour=20.0, spot_price_per_hour=9.0)],
+        now=start + timedelta(days=2),
+    )
     with session_factory() as session:
         offer_id = session.scalar(select(Offer.id).where(Offer.provider_id == TEST_PROVIDER))
     response = client.get(f"/offers/{offer_id}", headers=HTML)
     assert response.status_code == 200
     html = response.text
-    svg = html[html.index("<svg"): html.index("</svg>")]
+    svg = html[html.index("<svg") : html.index("</svg>")]
     step_path = r'<path class="line s-ondemand" d="M[\d.]+,[\d.]+(H[\d.]+V[\d.]+){2}H'
     on_demand = re.search(step_path, svg)
     assert on_demand, svg[:500]
@@ -95,7 +107,7 @@ def test_offer_detail_shows_provider_facts_with_sources(
         select(Offer.id).where(Offer.provider_id == "lambdalabs", Offer.gpu_count == 8).limit(1)
     )
     html = client.get(f"/offers/{offer_id}", headers=HTML).text
-    facts = html[html.index('id="facts-title"'):]
+    facts = html[html.index('id="facts-title"') :]
     assert "<td>minute</td>" in facts or "<td>second</td>" in facts or "billing" in facts
     assert 'class="source"' in facts  # every fact shows where it comes from
 
@@ -121,8 +133,11 @@ def test_gpu_page_specs_cheapest_per_provider_and_history(
         select(Offer).where(Offer.gpu_model_slug == "h100-sxm", Offer.active.is_(True))
     ).all()
     for row in data["offers"]:
-        own = [(o.price_per_hour or o.spot_price_per_hour or 0) / o.gpu_count
-               for o in offers if o.provider_id == row["provider"]]
+        own = [
+            (o.price_per_hour or o.spot_price_per_hour or 0) / o.gpu_count
+            for o in offers
+            if o.provider_id == row["provider"]
+        ]
         shown = (row["price_per_hour"] or row["spot_price_per_hour"]) / row["gpu_count"]
         assert shown == min(own)
     csv_text = client.get("/gpus/h100-sxm.csv").text

@@ -63,7 +63,8 @@ def test_prefilter_keeps_every_fitting_offer(session: Session, sample_loaded: in
     ):
         estimate = estimate_memory(workload)
         expected = {
-            row.id for row in all_rows(session, filters=OfferFilters())
+            row.id
+            for row in all_rows(session, filters=OfferFilters())
             if assess_offer(workload, estimate, offer_facts(row)).fits
         }
         page = search_offers(
@@ -92,8 +93,11 @@ def test_other_sorts_keep_fitting_first(client: TestClient, sample_loaded: int) 
         return float(value)
 
     assert [price(o) for o in fitting] == sorted(price(o) for o in fitting)
-    by_cost = [o["est_total_cost"] for o in ranked(client, **QLORA_8B, sort="cost")["offers"]
-               if o["fits"] and o["est_total_cost"] is not None]
+    by_cost = [
+        o["est_total_cost"]
+        for o in ranked(client, **QLORA_8B, sort="cost")["offers"]
+        if o["fits"] and o["est_total_cost"] is not None
+    ]
     assert by_cost == sorted(by_cost)
 
 

@@ -30,8 +30,9 @@ def other(app: FastAPI) -> Iterator[TestClient]:
 def save(client: TestClient, name: str, query: str) -> str:
     """Save a search from the index page's form; returns its share token."""
     token = csrf_of(client.get("/").text)
-    response = client.post("/saved", data={"name": name, "query": query, "csrf": token},
-                           follow_redirects=False)
+    response = client.post(
+        "/saved", data={"name": name, "query": query, "csrf": token}, follow_redirects=False
+    )
     assert response.status_code == 303, response.text
     saved = client.get("/api/saved").json()["saved"]
     match = [s for s in saved if s["name"] == name]
@@ -88,8 +89,9 @@ def test_csrf_rejections(client: TestClient, other: TestClient) -> None:
     foreign = csrf_of(other.get("/").text)
     assert client.post("/saved", data={**data, "csrf": foreign}).status_code == 403
     good = csrf_of(client.get("/").text)
-    cross = client.post("/saved", data={**data, "csrf": good},
-                        headers={"origin": "https://evil.example"})
+    cross = client.post(
+        "/saved", data={**data, "csrf": good}, headers={"origin": "https://evil.example"}
+    )
     assert cross.status_code == 403
     # Without any cookie there is no owner, so nothing can be saved.
     with TestClient(client.app) as fresh:
@@ -101,8 +103,7 @@ def test_csrf_rejections(client: TestClient, other: TestClient) -> None:
 
 def test_invalid_saved_query_is_422_naming_field(client: TestClient) -> None:
     token = csrf_of(client.get("/").text)
-    response = client.post("/saved", data={"name": "bad", "query": "min_vram=lots",
-                                           "csrf": token})
+    response = client.post("/saved", data={"name": "bad", "query": "min_vram=lots", "csrf": token})
     assert response.status_code == 422
     assert response.json()["detail"][0]["field"] == "min_vram"
     blank = client.post("/saved", data={"name": "  ", "query": "", "csrf": token})
@@ -115,8 +116,10 @@ def feed(client: TestClient, share: str) -> list[tuple[str, str]]:
     root = ET.fromstring(response.content)
     assert root.tag == f"{ATOM}feed"
     return [
-        (str(e.find(f"{ATOM}category").get("term")),  # type: ignore[union-attr]
-         str(e.findtext(f"{ATOM}title")))
+        (
+            str(e.find(f"{ATOM}category").get("term")),  # type: ignore[union-attr]
+            str(e.findtext(f"{ATOM}title")),
+        )
         for e in root.findall(f"{ATOM}entry")
     ]
 
@@ -131,8 +134,13 @@ def test_atom_feed_gains_entries_for_new_offers_and_price_drops(
     assert [kind for kind, _ in feed(client, share)] == ["created"]  # nothing new: no entry
 
     # A scrape brings a new, cheaper matching offer; the runner's hook records it.
-    ingest(session_factory, [record(price_per_hour=40.0),
-                             record(instance_type="test.8xh100.cheap", price_per_hour=16.0)])
+    ingest(
+        session_factory,
+        [
+            record(price_per_hour=40.0),
+            record(instance_type="test.8xh100.cheap", price_per_hour=16.0),
+        ],
+    )
     with session_factory.begin() as session:
         assert refresh_saved_searches(session) == 2
     entries = feed(client, share)
@@ -142,15 +150,22 @@ def test_atom_feed_gains_entries_for_new_offers_and_price_drops(
     assert "1 new offer(s)" in titles["new_offers"] and "$2.00" in titles["price_drop"]
 
     # A non-matching offer (one GPU) adds nothing.
-    ingest(session_factory, [record(price_per_hour=40.0),
-                             record(instance_type="test.8xh100.cheap", price_per_hour=16.0),
-                             record(instance_type="test.1xh100", gpu_count=1, price_per_hour=1)])
+    ingest(
+        session_factory,
+        [
+            record(price_per_hour=40.0),
+            record(instance_type="test.8xh100.cheap", price_per_hour=16.0),
+            record(instance_type="test.1xh100", gpu_count=1, price_per_hour=1),
+        ],
+    )
     with session_factory.begin() as session:
         assert refresh_saved_searches(session) == 0
 
 
 def test_saved_search_survives_restart(
-    client: TestClient, settings: Settings, session_factory: sessionmaker[Session],
+    client: TestClient,
+    settings: Settings,
+    session_factory: sessionmaker[Session],
     sample_loaded: int,
 ) -> None:
     share = save(client, "Persistent", "provider=lambdalabs&model=llama-3.1-8b&method=qlora")
