@@ -40,6 +40,7 @@ end
 
 @dataclass
 class LoadResult:
+    mix: str
     tool: str
     workers: int
     connections: int
@@ -55,10 +56,11 @@ class LoadResult:
     missing: list[str]  # paths left out: 404 (not in the tree)
 
 
-def load_paths(include_page: bool = True, include_workload: bool = True) -> list[str]:
+def load_paths(include_page: bool = True, skip: tuple[str, ...] = ()) -> list[str]:
+    """The filter sets' /api/offers (and /) paths, minus the filter sets named in `skip`."""
     paths = []
     for fs in filter_sets():
-        if fs.workload and not include_workload:
+        if fs.name in skip:
             continue
         suffix = f"?{fs.query}" if fs.query else ""
         paths.append(f"/api/offers{suffix}")
@@ -97,7 +99,12 @@ def _loadgen(base: str, paths: list[str], duration: int, connections: int) -> di
 
 
 def run_load_bench(
-    db: BenchDb, *, duration: int = 30, connections: int = 8, paths: list[str] | None = None
+    db: BenchDb,
+    *,
+    mix: str = "all",
+    duration: int = 30,
+    connections: int = 8,
+    paths: list[str] | None = None,
 ) -> LoadResult:
     duration = min(duration, MAX_DURATION_S)
     paths = paths or load_paths()
@@ -112,6 +119,7 @@ def run_load_bench(
         run = _wrk if tool == "wrk" else _loadgen
         raw = run(base, paths, duration, connections)
     return LoadResult(
+        mix=mix,
         tool=tool,
         workers=2,
         connections=connections,
