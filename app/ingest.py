@@ -8,7 +8,7 @@ enough to ingest (`check_sanity`); a rejected scrape changes no offer.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -69,7 +69,8 @@ def last_good_count(session: Session, source: str) -> int | None:
     )
 
 
-def _values(record: OfferRecord, known_gpus: set[str]) -> dict[str, object]:
+def offer_values(record: OfferRecord, known_gpus: Collection[str]) -> dict[str, object]:
+    """The offers-table column values for a record (bulk loaders reuse it)."""
     slug = record.gpu_model if record.gpu_model in known_gpus else None
     vram_total = (
         None if record.vram_gib_per_gpu is None else record.vram_gib_per_gpu * record.gpu_count
@@ -146,7 +147,7 @@ def ingest_records(
     new_offers: list[Offer] = []
     changed: list[Offer] = []
     for record in unique:
-        values = _values(record, known_gpus)
+        values = offer_values(record, known_gpus)
         offer = existing.get(record.key)
         if offer is None:
             offer = Offer(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 CONTINENTS = (
     "North America",
@@ -99,6 +100,7 @@ _PATTERNS: tuple[tuple[str, str], ...] = (
 )
 
 
+@lru_cache(maxsize=4096)  # ingest asks for the same few hundred regions again and again
 def continent_for_region(region: str) -> str | None:
     """Best-effort continent for a region name; None when it cannot be told."""
     text = region.strip()

@@ -26,10 +26,10 @@ from sqlalchemy.engine import make_url
 from app.catalog_sync import sync_gpu_catalog
 from app.db import make_engine, make_session_factory, session_scope
 from app.gpus.catalog import load_catalog
+from app.ingest import offer_values
 from app.migrate import upgrade
 from app.models import Provider
 from app.records import OfferRecord
-from app.regions import continent_for_region
 from bench.generate import SEED, SyntheticOffer, generate_offers, history_points
 
 OUT = Path(__file__).resolve().parent / "out"
@@ -115,46 +115,6 @@ def bench_dbs(pg: bool, tag: str = "") -> list[BenchDb]:
 @cache
 def known_gpus() -> frozenset[str]:
     return frozenset(load_catalog())
-
-
-@cache
-def continent(region: str) -> str | None:
-    return continent_for_region(region)
-
-
-def offer_values(record: OfferRecord, known: frozenset[str]) -> dict[str, object]:
-    """Same columns and values as app.ingest._values (checked by `check_offer_values`)."""
-    vram = record.vram_gib_per_gpu
-    return {
-        "gpu_model_slug": record.gpu_model if record.gpu_model in known else None,
-        "gpu_raw_name": record.gpu_raw_name,
-        "gpu_count": record.gpu_count,
-        "vram_gib_per_gpu": vram,
-        "vram_gib_total": None if vram is None else vram * record.gpu_count,
-        "vcpus": record.vcpus,
-        "ram_gib": record.ram_gib,
-        "disk_gib": record.disk_gib,
-        "interconnect": record.interconnect.value,
-        "network": record.network.value,
-        "network_gbps": record.network_gbps,
-        "price_per_hour": record.price_per_hour,
-        "spot_price_per_hour": record.spot_price_per_hour,
-        "price_per_gpu_hour": record.price_per_gpu_hour,
-        "currency": record.currency,
-        "billing": record.billing.value,
-        "availability": record.availability.value,
-        "availability_count": record.availability_count,
-        "continent": continent(record.region),
-    }
-
-
-def check_offer_values(records: Iterable[OfferRecord]) -> None:
-    """The bulk rows must be what the real ingest path would have written."""
-    from app.ingest import _values
-
-    known = known_gpus()
-    for record in records:
-        assert offer_values(record, known) == _values(record, set(known)), record
 
 
 def offer_row(
