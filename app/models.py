@@ -17,6 +17,7 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    func,
 )
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
@@ -125,6 +126,21 @@ class Offer(Base):
 
     provider: Mapped[Provider] = relationship(lazy="joined")
     gpu: Mapped[GpuModel | None] = relationship(lazy="joined")
+
+
+# The table's default order: hourly price per GPU, spot price where there is no on-demand one.
+# app.queries sorts by exactly this expression, so these indexes serve its first page.
+_EFFECTIVE_PRICE_PER_GPU = (
+    func.coalesce(Offer.price_per_hour, Offer.spot_price_per_hour) / Offer.gpu_count
+)
+Index("ix_offers_active_effective_price", Offer.active, _EFFECTIVE_PRICE_PER_GPU, Offer.id)
+Index(
+    "ix_offers_active_gpu_effective_price",
+    Offer.active,
+    Offer.gpu_model_slug,
+    _EFFECTIVE_PRICE_PER_GPU,
+    Offer.id,
+)
 
 
 class PricePoint(Base):

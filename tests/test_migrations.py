@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import Engine, inspect
+from sqlalchemy import Engine, inspect, text
 from sqlalchemy.types import TypeEngine
 
 from app.db import make_engine
@@ -21,6 +21,26 @@ def _generic_type(column_type: TypeEngine[Any]) -> str:
     """The generic SQL type (Float, String, ...) behind a dialect-specific reflected type."""
     affinity = column_type._type_affinity
     return (affinity or type(column_type)).__name__
+
+
+def _index_names(engine: Engine, table: str) -> list[str]:
+    """Every index's name from the catalog, expression indexes included.
+
+    SQLAlchemy cannot reflect SQLite's expression indexes, so the names come from the catalog;
+    unique-constraint indexes are left out (compared as uniques).
+    """
+    if engine.dialect.name == "sqlite":
+        sql = (
+            "SELECT name FROM sqlite_master "
+            "WHERE type = 'index' AND tbl_name = :t AND sql IS NOT NULL"
+        )
+    else:
+        sql = (
+            "SELECT i.indexname FROM pg_indexes i WHERE i.tablename = :t AND NOT EXISTS "
+            "(SELECT 1 FROM pg_constraint c WHERE c.conname = i.indexname)"
+        )
+    with engine.connect() as conn:
+        return sorted(conn.execute(text(sql), {"t": table}).scalars())
 
 
 def schema_of(engine: Engine) -> dict[str, Any]:
@@ -36,14 +56,20 @@ def schema_of(engine: Engine) -> dict[str, Any]:
         indexes = sorted(
             (i["name"], tuple(i["column_names"]))
             for i in insp.get_indexes(table)
-            if not i.get("duplicates_constraint")
+            if not i.get("duplicates_constraint") and None not in i["column_names"]
         )
         uniques = sorted(tuple(u["column_names"]) for u in insp.get_unique_constraints(table))
         fks = sorted(
             (tuple(f["constrained_columns"]), f["referred_table"])
             for f in insp.get_foreign_keys(table)
         )
-        schema[table] = {"columns": columns, "indexes": indexes, "uniques": uniques, "fks": fks}
+        schema[table] = {
+            "columns": columns,
+            "indexes": indexes,
+            "all_index_names": _index_names(engine, table),
+            "uniques": uniques,
+            "fks": fks,
+        }
     return schema
 
 
