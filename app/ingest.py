@@ -8,6 +8,7 @@ enough to ingest (`check_sanity`); a rejected scrape changes no offer.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -16,7 +17,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.gpus.catalog import UNKNOWN
-from app.models import GpuModel, Offer, PricePoint, Provider, ScrapeRun
+from app.models import DataVersion, GpuModel, Offer, PricePoint, Provider, ScrapeRun
 from app.records import OfferRecord
 from app.regions import continent_for_region
 
@@ -184,5 +185,11 @@ def ingest_records(
             stats.removed += 1
     session.flush()  # assigns ids to new offers
     session.add_all(_history_point(o, now) for o in (*new_offers, *changed))
+    bump_data_version(session, now)
     session.flush()
     return stats
+
+
+def bump_data_version(session: Session, now: datetime) -> None:
+    """Give the offers a new version token; caches keyed on the old one stop matching."""
+    session.merge(DataVersion(id=1, token=secrets.token_hex(8), changed_at=now))

@@ -217,3 +217,13 @@ class SavedSearchEntry(Base):
     title: Mapped[str] = mapped_column(String(300))
     summary: Mapped[str] = mapped_column(Text)
     offer_id: Mapped[int | None] = mapped_column(Integer)
+
+
+class DataVersion(Base):
+    """One row whose token changes on every ingest, so derived data (facet counts) can be cached."""
+
+    __tablename__ = "data_version"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    token: Mapped[str] = mapped_column(String(32))
+    changed_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

@@ -9,8 +9,9 @@ its own filter, so every value's count is what toggling it would add or keep).
 
 from __future__ import annotations
 
+import copy
 import math
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -32,7 +33,7 @@ from app.fit.memory import per_gpu_breakdown
 from app.fit.query import workload_from_query
 from app.fit.serialize import fit_dict
 from app.gpus.catalog import UNKNOWN, load_catalog
-from app.models import GpuModel, Offer, PricePoint, Provider
+from app.models import DataVersion, GpuModel, Offer, PricePoint, Provider
 
 Sort = Literal["fit", "cost", "price", "price_per_gpu", "vram", "newest"]
 Market = Literal["any", "on_demand", "spot"]
@@ -684,8 +685,32 @@ def _facet_counts_own(session: Session, filters: OfferFilters, key: str) -> Coun
     return Counter({_facet_value_str(key, raw): int(n) for raw, n in session.execute(stmt)})
 
 
+_FACET_CACHE: OrderedDict[tuple[str, str, str, int], list[Facet]] = OrderedDict()
+_FACET_CACHE_SIZE = 512
+
+
 def facets(session: Session, *, filters: OfferFilters, max_values: int = 40) -> list[Facet]:
-    """Counts per value for each facet over the filtered offers (leaving out its own filter)."""
+    """Counts per value for each facet over the filtered offers (leaving out its own filter).
+
+    Counts only change when an ingest lands, so they are cached per filter set under the
+    ingest's data-version token (one primary-key read per call).
+    """
+    version = session.scalar(select(DataVersion.token).where(DataVersion.id == 1))
+    if version is None:
+        return _compute_facets(session, filters=filters, max_values=max_values)
+    key = (str(session.get_bind().engine.url), version, filters.model_dump_json(), max_values)
+    cached = _FACET_CACHE.get(key)
+    if cached is None:
+        cached = _compute_facets(session, filters=filters, max_values=max_values)
+        _FACET_CACHE[key] = cached
+        if len(_FACET_CACHE) > _FACET_CACHE_SIZE:
+            _FACET_CACHE.popitem(last=False)
+    else:
+        _FACET_CACHE.move_to_end(key)
+    return copy.deepcopy(cached)
+
+
+def _compute_facets(session: Session, *, filters: OfferFilters, max_values: int) -> list[Facet]:
     active = _active_keys(filters)
     shared = [key for key in FACET_KEYS if key not in active]
     counts = _facet_counts_shared(session, filters, shared)
