@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from sqlalchemy.orm import Session
 
 from app.deps import SessionDep, SettingsDep
 from app.fit.serialize import fit_dict
@@ -447,15 +448,23 @@ def save_search(request: Request, session: SessionDep, form: FormDep) -> Respons
     return _see_other("/saved")
 
 
+def _posted_own_search(
+    request: Request, session: Session, share_token: str, form: dict[str, str]
+) -> SavedSearch:
+    """The saved search a checked (CSRF) POST names, if this browser owns it; else 404."""
+    owner = _check_post(request, form.get("csrf"))
+    search = owned_search(session, owner_token=owner, share_token=share_token)
+    if search is None:
+        raise HTTPException(404, "No such saved search in this browser")
+    return search
+
+
 @router.post("/saved/{share_token}/rename")
 def rename_search(
     request: Request, session: SessionDep, share_token: str, form: FormDep
 ) -> Response:
     """Rename one of this browser's saved searches."""
-    owner = _check_post(request, form.get("csrf"))
-    search = owned_search(session, owner_token=owner, share_token=share_token)
-    if search is None:
-        raise HTTPException(404, "No such saved search in this browser")
+    search = _posted_own_search(request, session, share_token, form)
     try:
         rename_saved_search(session, search=search, name=_field(form, "name", max_length=400))
     except SavedSearchError as exc:
@@ -469,10 +478,7 @@ def delete_search(
     request: Request, session: SessionDep, share_token: str, form: FormDep
 ) -> Response:
     """Delete one of this browser's saved searches."""
-    owner = _check_post(request, form.get("csrf"))
-    search = owned_search(session, owner_token=owner, share_token=share_token)
-    if search is None:
-        raise HTTPException(404, "No such saved search in this browser")
+    search = _posted_own_search(request, session, share_token, form)
     delete_saved_search(session, search=search)
     session.commit()
     return _see_other("/saved")
