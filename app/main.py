@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -11,40 +10,29 @@ from pathlib import Path
 from fastapi import APIRouter, FastAPI
 from fastapi.staticfiles import StaticFiles
 
+from app import metrics
+from app.api import estimate, health, offers, providers
 from app.db import make_engine, make_session_factory
 from app.errors import install_error_handlers
 from app.metrics import LatencyMiddleware
 from app.security import BodySizeLimitMiddleware, SecurityHeadersMiddleware
 from app.settings import Settings, get_settings
+from app.web import pages
 
 log = logging.getLogger("gpufit")
 
 ROOT = Path(__file__).resolve().parent.parent
 STATIC_DIR = ROOT / "static"
 
-# Routers are listed by module so each feature lives in its own module with a `router`.
-ROUTER_MODULES = (
-    "app.api.health",
-    "app.api.providers",
-    "app.api.estimate",
-    "app.api.offers",
-    "app.web.pages",
-    "app.metrics",
+# Each feature lives in its own module with a `router`.
+ROUTERS: tuple[APIRouter, ...] = (
+    health.router,
+    providers.router,
+    estimate.router,
+    offers.router,
+    pages.router,
+    metrics.router,
 )
-
-
-def _routers() -> list[APIRouter]:
-    routers = []
-    for name in ROUTER_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name != name:
-                raise
-            log.warning("router module %s not present", name)
-            continue
-        routers.append(module.router)
-    return routers
 
 
 def create_app(settings: Settings | None = None, *, scheduler: bool | None = None) -> FastAPI:
@@ -80,7 +68,7 @@ def create_app(settings: Settings | None = None, *, scheduler: bool | None = Non
     app.add_middleware(LatencyMiddleware)
     app.add_middleware(BodySizeLimitMiddleware)
     app.add_middleware(SecurityHeadersMiddleware)
-    for router in _routers():
+    for router in ROUTERS:
         app.include_router(router)
     if STATIC_DIR.is_dir():
         app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")

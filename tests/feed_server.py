@@ -52,6 +52,11 @@ class _Handler(BaseHTTPRequestHandler):
     def _answer(self) -> None:
         path = self.path.split("?", 1)[0]
         self.server.hits.append(self.path)
+        # Read the request body first: closing a socket with unread input makes the kernel send
+        # a reset, and the client can lose the response (a flaky ReadError on big answers).
+        length = int(self.headers.get("Content-Length") or 0)
+        if length:
+            self.rfile.read(length)
         route = self.server.routes.get(path, Route(404, b"not found"))
         if route.delay:
             time.sleep(route.delay)
