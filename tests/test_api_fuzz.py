@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from app.db import make_engine, make_session_factory
 from app.main import create_app
 from app.migrate import upgrade
+from app.queries import WORKLOAD_KEYS
 from app.sample_loader import load_sample
 from app.settings import Settings
 
@@ -53,18 +54,7 @@ def test_openapi_operations_never_500(case: schemathesis.Case[Any]) -> None:
 QUERY_KEYS = [
     "limit",
     "offset",
-    "model",
-    "params_b",
-    "method",
-    "precision",
-    "optimizer",
-    "batch_size",
-    "seq_len",
-    "grad_checkpointing",
-    "lora_rank",
-    "sharding",
-    "gpus",
-    "tokens",
+    *WORKLOAD_KEYS,
     "sort",
     "gpu",
     "provider",
