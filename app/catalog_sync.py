@@ -6,6 +6,7 @@ from dataclasses import asdict
 
 from sqlalchemy.orm import Session
 
+from app.data_cache import bump_data_version
 from app.gpus.catalog import load_catalog
 from app.models import GpuModel
 
@@ -15,5 +16,7 @@ def sync_gpu_catalog(session: Session) -> int:
     catalog = load_catalog()
     for spec in catalog.values():
         session.merge(GpuModel(**asdict(spec)))
+    # GPU facts feed the fit ranking and the vendor facet: cached results must not outlive them.
+    bump_data_version(session)
     session.flush()
     return len(catalog)

@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from app import data_cache
 from app.models import Offer, ScrapeRun, utcnow
 from app.settings import Settings
 
@@ -45,6 +46,16 @@ def is_stale(
     return now - last_success > timedelta(minutes=2 * interval_minutes)
 
 
+def active_offers_by_source(session: Session) -> dict[str, int]:
+    """How many active offers each source last wrote (cached until the next ingest)."""
+
+    def count() -> dict[str, int]:
+        stmt = select(Offer.source, func.count()).where(Offer.active.is_(True))
+        return {source: int(n) for source, n in session.execute(stmt.group_by(Offer.source))}
+
+    return data_cache.cached(session, "offers_by_source", None, count)
+
+
 def provider_statuses(
     session: Session, settings: Settings, *, now: datetime | None = None
 ) -> list[ProviderStatus]:
@@ -66,12 +77,7 @@ def provider_statuses(
         run.source: run
         for run in session.scalars(select(ScrapeRun).where(ScrapeRun.id.in_(latest_ids)))
     }
-    counts = {  # noqa: C416 - as above
-        source: count
-        for source, count in session.execute(
-            select(Offer.source, func.count()).where(Offer.active.is_(True)).group_by(Offer.source)
-        )
-    }
+    counts = active_offers_by_source(session)
     statuses = []
     for name, cls in sorted(SCRAPERS.items()):
         if not settings.scraper_enabled(name):
@@ -112,14 +118,7 @@ def sample_notice(session: Session) -> SampleNotice | None:
         .select_from(ScrapeRun)
         .where(ScrapeRun.status == "ok", ScrapeRun.source != SAMPLE_SOURCE)
     )
-    sample_offers = (
-        session.scalar(
-            select(func.count())
-            .select_from(Offer)
-            .where(Offer.source == SAMPLE_SOURCE, Offer.active.is_(True))
-        )
-        or 0
-    )
+    sample_offers = active_offers_by_source(session).get(SAMPLE_SOURCE, 0)
     if live_ok or not sample_offers:
         return None
     day = sample_date()

@@ -8,16 +8,17 @@ enough to ingest (`check_sanity`); a rejected scrape changes no offer.
 
 from __future__ import annotations
 
-import secrets
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import insert, select, text, update
 from sqlalchemy.orm import Session
 
+from app.data_cache import bump_data_version
 from app.gpus.catalog import UNKNOWN
-from app.models import DataVersion, GpuModel, Offer, PricePoint, Provider, ScrapeRun
+from app.models import GpuModel, Offer, PricePoint, Provider, ScrapeRun
 from app.records import OfferRecord
 from app.regions import continent_for_region
 
@@ -100,17 +101,18 @@ def offer_values(record: OfferRecord, known_gpus: Collection[str]) -> dict[str, 
 
 
 _HISTORY_FIELDS = ("price_per_hour", "spot_price_per_hour", "availability", "availability_count")
-
-
-def _history_point(offer: Offer, now: datetime) -> PricePoint:
-    return PricePoint(
-        offer_id=offer.id,
-        observed_at=now,
-        price_per_hour=offer.price_per_hour,
-        spot_price_per_hour=offer.spot_price_per_hour,
-        availability=offer.availability,
-        availability_count=offer.availability_count,
-    )
+_VALUE_FIELDS = (
+    "gpu_model_slug", "gpu_raw_name", "gpu_count", "vram_gib_per_gpu", "vram_gib_total", "vcpus",
+    "ram_gib", "disk_gib", "interconnect", "network", "network_gbps", "price_per_hour",
+    "spot_price_per_hour", "price_per_gpu_hour", "currency", "billing", "availability",
+    "availability_count", "continent",
+)  # fmt: skip
+_KEY_FIELDS = ("provider_id", "instance_type", "region", "spot")
+_INSERT_FIELDS = (*_KEY_FIELDS, "source", "first_seen", "last_seen", "active", *_VALUE_FIELDS)
+_POINT_FIELDS = ("offer_id", "observed_at", *_HISTORY_FIELDS)
+_HISTORY_POS = tuple(_VALUE_FIELDS.index(name) for name in _HISTORY_FIELDS)
+# Well under SQLite's and Postgres' bound-parameter limits.
+_ID_CHUNK = 5_000
 
 
 def ensure_providers(session: Session, names: dict[str, str]) -> None:
@@ -122,6 +124,146 @@ def ensure_providers(session: Session, names: dict[str, str]) -> None:
     session.flush()
 
 
+@dataclass
+class _Plan:
+    """What one scrape does to the offers table, worked out in memory before any write."""
+
+    new: list[tuple[OfferKey, tuple[Any, ...]]] = field(default_factory=list)
+    rewrite: list[dict[str, Any]] = field(default_factory=list)  # some column changed
+    touch: list[int] = field(default_factory=list)  # unchanged: only last seen moves
+    history: list[tuple[int, tuple[Any, ...]]] = field(default_factory=list)
+    gone: list[int] = field(default_factory=list)
+
+
+def _plan(
+    unique: Sequence[OfferRecord],
+    existing: dict[OfferKey, Sequence[Any]],
+    known_gpus: Collection[str],
+    source: str,
+    now: datetime,
+) -> _Plan:
+    """Classify every record as new, changed or unchanged, and the missing offers as gone."""
+    plan = _Plan()
+    for record in unique:
+        by_name = offer_values(record, known_gpus)
+        values = tuple(by_name[name] for name in _VALUE_FIELDS)
+        row = existing.get(record.key)
+        if row is None:
+            plan.new.append((record.key, values))
+            continue
+        offer_id, active, old_source, *old = row
+        if not active or any(old[i] != values[i] for i in _HISTORY_POS):
+            plan.history.append((offer_id, values))
+        if active and old_source == source and tuple(old) == values:
+            plan.touch.append(offer_id)
+        else:
+            rewrite = dict(zip(_VALUE_FIELDS, values, strict=True))
+            rewrite.update(id=offer_id, source=source, last_seen=now, active=True)
+            plan.rewrite.append(rewrite)
+    seen = {r.key for r in unique}
+    plan.gone = [row[0] for key, row in existing.items() if row[1] and key not in seen]
+    return plan
+
+
+def _existing(session: Session, providers: Collection[str]) -> dict[OfferKey, Sequence[Any]]:
+    """(id, active, source, *value columns) of the providers' stored offers, by key."""
+    columns = [getattr(Offer, name) for name in (*_KEY_FIELDS, "id", "active", "source")]
+    columns += [getattr(Offer, name) for name in _VALUE_FIELDS]
+    stmt = select(*columns).where(Offer.provider_id.in_(list(providers)))
+    # Core rows, not ORM objects: a large provider has tens of thousands of offers.
+    return {tuple(row[:4]): tuple(row[4:]) for row in session.connection().execute(stmt)}
+
+
+def _chunks(ids: Sequence[int]) -> Iterator[Sequence[int]]:
+    for i in range(0, len(ids), _ID_CHUNK):
+        yield ids[i : i + _ID_CHUNK]
+
+
+def _is_postgres(session: Session) -> bool:
+    return session.get_bind().dialect.name == "postgresql"
+
+
+def _copy(
+    session: Session, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]
+) -> None:
+    """COPY rows into a Postgres table on the session's own connection (same transaction)."""
+    driver = session.connection().connection.driver_connection
+    with driver.cursor() as cursor:  # type: ignore[union-attr]
+        with cursor.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+
+
+def _insert_offers(
+    session: Session, plan: _Plan, source: str, now: datetime
+) -> dict[OfferKey, int]:
+    """Insert the new offers; returns their ids by key."""
+    if not plan.new:
+        return {}
+    rows = [(*key, source, now, now, True, *values) for key, values in plan.new]
+    returning = (Offer.id, *(getattr(Offer, name) for name in _KEY_FIELDS))
+    if _is_postgres(session):
+        names = ", ".join(_INSERT_FIELDS)
+        # COPY into a scratch table, then one INSERT ... SELECT: SQLAlchemy's multi-row
+        # INSERT statements cost seconds of client-side parameter handling at 10k offers.
+        session.execute(
+            text(
+                f"CREATE TEMP TABLE ingest_new_offers ON COMMIT DROP AS "
+                f"SELECT {names} FROM offers WITH NO DATA"
+            )
+        )
+        _copy(session, "ingest_new_offers", _INSERT_FIELDS, rows)
+        result = session.execute(
+            text(
+                f"INSERT INTO offers ({names}) SELECT {names} FROM ingest_new_offers "
+                "RETURNING id, provider_id, instance_type, region, spot"
+            )
+        )
+        session.execute(text("DROP TABLE ingest_new_offers"))
+    else:
+        stmt = insert(Offer).returning(*returning, sort_by_parameter_order=True)
+        result = session.execute(
+            stmt, [dict(zip(_INSERT_FIELDS, row, strict=True)) for row in rows]
+        )
+    ids = {(p, i, r, bool(s)): offer_id for offer_id, p, i, r, s in result}
+    if len(ids) != len(plan.new):
+        raise RuntimeError(f"inserted {len(plan.new)} offers but {len(ids)} ids came back")
+    return ids
+
+
+def _insert_history(session: Session, points: Sequence[tuple[Any, ...]]) -> None:
+    if not points:
+        return
+    if _is_postgres(session):
+        _copy(session, "price_history", _POINT_FIELDS, points)
+    else:
+        session.execute(
+            insert(PricePoint), [dict(zip(_POINT_FIELDS, p, strict=True)) for p in points]
+        )
+
+
+def _write(session: Session, plan: _Plan, source: str, now: datetime) -> None:
+    new_ids = _insert_offers(session, plan, source, now)
+    no_sync = {"synchronize_session": False}
+    if plan.rewrite:
+        # ORM bulk UPDATE by primary key: one executemany.
+        session.execute(update(Offer), plan.rewrite, execution_options=no_sync)
+    for ids in _chunks(plan.touch):
+        session.execute(
+            update(Offer).where(Offer.id.in_(ids)).values(last_seen=now),
+            execution_options=no_sync,
+        )
+    for ids in _chunks(plan.gone):
+        session.execute(
+            update(Offer).where(Offer.id.in_(ids)).values(active=False),
+            execution_options=no_sync,
+        )
+    history = [(new_ids[key], values) for key, values in plan.new] + plan.history
+    _insert_history(
+        session, [(offer_id, now, *(v[i] for i in _HISTORY_POS)) for offer_id, v in history]
+    )
+
+
 def ingest_records(
     session: Session,
     *,
@@ -130,7 +272,10 @@ def ingest_records(
     now: datetime,
     provider_names: dict[str, str] | None = None,
 ) -> IngestStats:
-    """Upsert `records` and deactivate the scraped providers' missing offers; caller commits."""
+    """Upsert `records` and deactivate the scraped providers' missing offers; caller commits.
+
+    Set-based: one read of the providers' offers, then bulk writes (COPY on Postgres).
+    """
     unique, warnings = dedupe(records)
     stats = IngestStats(seen=len(unique), warnings=warnings)
     providers = {r.provider for r in unique}
@@ -140,56 +285,11 @@ def ingest_records(
     unknown_models = {r.gpu_model for r in unique if r.gpu_model not in known_gpus} - {UNKNOWN}
     if unknown_models:
         stats.warnings.append(f"GPU slugs not in the catalog, stored as unknown: {unknown_models}")
-
-    existing: dict[OfferKey, Offer] = {
-        (o.provider_id, o.instance_type, o.region, o.spot): o
-        for o in session.scalars(select(Offer).where(Offer.provider_id.in_(list(providers))))
-    }
-    new_offers: list[Offer] = []
-    changed: list[Offer] = []
-    for record in unique:
-        values = offer_values(record, known_gpus)
-        offer = existing.get(record.key)
-        if offer is None:
-            offer = Offer(
-                provider_id=record.provider,
-                instance_type=record.instance_type,
-                region=record.region,
-                spot=record.spot,
-                source=source,
-                first_seen=now,
-                last_seen=now,
-                active=True,
-                **values,
-            )
-            session.add(offer)
-            new_offers.append(offer)
-            stats.added += 1
-            continue
-        history_changed = not offer.active or any(
-            getattr(offer, name) != values[name] for name in _HISTORY_FIELDS
-        )
-        for name, value in values.items():
-            setattr(offer, name, value)
-        offer.source = source
-        offer.last_seen = now
-        offer.active = True
-        if history_changed:
-            changed.append(offer)
-            stats.updated += 1
-
-    seen_keys = {r.key for r in unique}
-    for key, offer in existing.items():
-        if offer.active and key not in seen_keys:
-            offer.active = False
-            stats.removed += 1
-    session.flush()  # assigns ids to new offers
-    session.add_all(_history_point(o, now) for o in (*new_offers, *changed))
+    plan = _plan(unique, _existing(session, providers), known_gpus, source, now)
+    _write(session, plan, source, now)
+    stats.added, stats.updated, stats.removed = len(plan.new), len(plan.history), len(plan.gone)
     bump_data_version(session, now)
     session.flush()
+    # The writes bypassed the identity map; drop any Offer the session already held.
+    session.expire_all()
     return stats
-
-
-def bump_data_version(session: Session, now: datetime) -> None:
-    """Give the offers a new version token; caches keyed on the old one stop matching."""
-    session.merge(DataVersion(id=1, token=secrets.token_hex(8), changed_at=now))

@@ -11,16 +11,33 @@ from __future__ import annotations
 
 import copy
 import math
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any, Literal, get_origin
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
-from sqlalchemy import ColumnElement, Select, and_, case, func, literal, null, or_, select
+from sqlalchemy import (
+    Boolean,
+    ColumnElement,
+    Float,
+    Select,
+    String,
+    and_,
+    case,
+    cast,
+    column,
+    func,
+    literal,
+    null,
+    or_,
+    select,
+    values,
+)
 from sqlalchemy.orm import Session
 
+from app import data_cache
 from app.fit import (
     MemoryEstimate,
     OfferFacts,
@@ -33,7 +50,7 @@ from app.fit.memory import per_gpu_breakdown
 from app.fit.query import workload_from_query
 from app.fit.serialize import fit_dict
 from app.gpus.catalog import UNKNOWN, load_catalog
-from app.models import DataVersion, GpuModel, Offer, PricePoint, Provider
+from app.models import GpuModel, Offer, PricePoint, Provider
 
 Sort = Literal["fit", "cost", "price", "price_per_gpu", "vram", "newest"]
 Market = Literal["any", "on_demand", "spot"]
@@ -685,29 +702,23 @@ def _facet_counts_own(session: Session, filters: OfferFilters, key: str) -> Coun
     return Counter({_facet_value_str(key, raw): int(n) for raw, n in session.execute(stmt)})
 
 
-_FACET_CACHE: OrderedDict[tuple[str, str, str, int], list[Facet]] = OrderedDict()
-_FACET_CACHE_SIZE = 512
+def _filters_key(filters: OfferFilters) -> str:
+    """What selects the rows (not sort, page or fits_only): the key of cached aggregates."""
+    return filters.model_dump_json(exclude={"sort", "limit", "offset", "fits_only"})
 
 
 def facets(session: Session, *, filters: OfferFilters, max_values: int = 40) -> list[Facet]:
     """Counts per value for each facet over the filtered offers (leaving out its own filter).
 
-    Counts only change when an ingest lands, so they are cached per filter set under the
-    ingest's data-version token (one primary-key read per call).
+    Cached per filter set until the next ingest (app.data_cache).
     """
-    version = session.scalar(select(DataVersion.token).where(DataVersion.id == 1))
-    if version is None:
-        return _compute_facets(session, filters=filters, max_values=max_values)
-    key = (str(session.get_bind().engine.url), version, filters.model_dump_json(), max_values)
-    cached = _FACET_CACHE.get(key)
-    if cached is None:
-        cached = _compute_facets(session, filters=filters, max_values=max_values)
-        _FACET_CACHE[key] = cached
-        if len(_FACET_CACHE) > _FACET_CACHE_SIZE:
-            _FACET_CACHE.popitem(last=False)
-    else:
-        _FACET_CACHE.move_to_end(key)
-    return copy.deepcopy(cached)
+    value = data_cache.cached(
+        session,
+        "facets",
+        (_filters_key(filters), filters.model_dump_json(include={"sort"}), max_values),
+        lambda: _compute_facets(session, filters=filters, max_values=max_values),
+    )
+    return copy.deepcopy(value)
 
 
 def _compute_facets(session: Session, *, filters: OfferFilters, max_values: int) -> list[Facet]:
@@ -770,7 +781,13 @@ class RegionGroup:
 
 
 def regions_by_continent(session: Session, *, filters: OfferFilters) -> list[RegionGroup]:
-    """Region choices with counts, grouped by continent (for the region filter)."""
+    """Region choices with counts, grouped by continent (for the region filter); cached."""
+    return data_cache.cached(
+        session, "regions", _filters_key(filters), lambda: _regions(session, filters)
+    )
+
+
+def _regions(session: Session, filters: OfferFilters) -> list[RegionGroup]:
     stmt = (
         select(Offer.continent, Offer.region, func.count())
         .where(*where_clauses(filters, exclude="region"))
@@ -813,9 +830,8 @@ class OfferPage:
 
 
 def count_offers(session: Session, *, filters: OfferFilters) -> int:
-    """How many offers the filters select."""
-    stmt = select(func.count()).select_from(Offer).where(*where_clauses(filters))
-    return int(session.scalar(stmt) or 0)
+    """How many offers the filters select (cached until the next ingest)."""
+    return count_where(session, filters=filters, extra=[])
 
 
 def search_offers(
@@ -1036,13 +1052,13 @@ def _candidates(
     spot_market = filters.market == "spot"
     out = []
     # Core execution: these are plain tuples, no ORM bookkeeping per row.
-    for values in session.connection().execute(stmt).all():
-        shape = values[1:_N_FACTS]
+    for raw in session.connection().execute(stmt).all():
+        shape = raw[1:_N_FACTS]
         base = shapes.get(shape)
         if base is None:
-            base = shapes[shape] = assess(_price_free_facts(values))
-        offer_id, gpu_count, spot = values[0], values[1], values[11]
-        on_demand, spot_price, vram_total, first_seen = values[13:17]
+            base = shapes[shape] = assess(_price_free_facts(raw))
+        offer_id, gpu_count, spot = raw[0], raw[1], raw[11]
+        on_demand, spot_price, vram_total, first_seen = raw[13:17]
         price = job_price(
             price_per_hour=on_demand,
             spot_price_per_hour=spot_price,
@@ -1103,13 +1119,246 @@ def _full(session: Session, ids: Sequence[int], assess: _Assessor) -> list[Ranke
     return [RankedOffer(by_id[i], assess(offer_facts(by_id[i]))) for i in ids]
 
 
+# Shapes: the offer columns that, with the GPU model's facts, decide an offer's price-free fit.
+_SHAPE_COLUMNS: tuple[Any, ...] = (
+    Offer.gpu_model_slug,
+    Offer.gpu_count,
+    Offer.vram_gib_per_gpu,
+    Offer.interconnect,
+    Offer.network,
+    Offer.network_gbps,
+    Offer.billing,
+    Offer.spot,
+    Offer.availability,
+)
+_GPU_FACT_COLUMNS: tuple[Any, ...] = (
+    GpuModel.bf16_tflops,
+    GpuModel.fp16_tflops,
+    GpuModel.memory_type,
+    GpuModel.nvlink_gbps,
+)
+# Joining on nullable columns needs hashable equality (not IS NOT DISTINCT FROM): stand-ins for
+# NULL that no real value takes (slugs are never empty, link speeds never negative).
+_NO_SLUG = ""
+_NO_GBPS = -1.0
+# Each shape becomes one row of a VALUES list of about 17 bound parameters; SQLite allows 32,766
+# per statement. Past this many shapes the ranking runs in Python instead (slower, same order).
+MAX_SQL_SHAPES = 1500
+
+
+@dataclass(frozen=True)
+class _Shape:
+    key: tuple[Any, ...]  # _SHAPE_COLUMNS' values, NULLs replaced by the stand-ins
+    facts: OfferFacts  # price-free
+    count: int
+
+
+def _shape_groups(session: Session, filters: OfferFilters, bounds: VramBounds) -> list[_Shape]:
+    """The distinct shapes among the prefiltered offers, with counts (cached until an ingest)."""
+
+    def compute() -> list[_Shape]:
+        stmt = (
+            select(*_SHAPE_COLUMNS, *_GPU_FACT_COLUMNS, func.count())
+            .outerjoin(GpuModel, GpuModel.slug == Offer.gpu_model_slug)
+            .where(*where_clauses(filters), _candidate_clause(bounds))
+            .group_by(*_SHAPE_COLUMNS, *_GPU_FACT_COLUMNS)
+        )
+        out = []
+        for row in session.connection().execute(stmt).all():
+            slug, count_, vram, interconnect, network, gbps, billing, spot, availability = row[:9]
+            bf16, fp16, memory, nvlink, n = row[9:]
+            facts = OfferFacts(
+                gpu_count=count_,
+                vram_gib_per_gpu=vram,
+                bf16_tflops=bf16,
+                fp16_tflops=fp16,
+                memory_type=memory,
+                interconnect=interconnect,
+                nvlink_gbps=nvlink,
+                network=network,
+                network_gbps=gbps,
+                billing=billing,
+                spot=bool(spot),
+                availability=availability,
+            )
+            key = (
+                _NO_SLUG if slug is None else slug,
+                count_,
+                vram,
+                interconnect,
+                network,
+                _NO_GBPS if gbps is None else gbps,
+                billing,
+                bool(spot),
+                availability,
+            )
+            out.append(_Shape(key, facts, int(n)))
+        return out
+
+    cache_key = (_filters_key(filters), bounds.per_gpu_gib, bounds.total_gib)
+    return data_cache.cached(session, "fit_shapes", cache_key, compute)
+
+
+def job_price_expr(*, use_spot: bool) -> ColumnElement[Any]:
+    """SQL twin of `job_price`: the hourly price a job on the offer is billed at."""
+    spot_listing = func.coalesce(Offer.spot_price_per_hour, Offer.price_per_hour)
+    other = Offer.spot_price_per_hour if use_spot else Offer.price_per_hour
+    return case((Offer.spot.is_(True), spot_listing), else_=other)
+
+
+def _shape_page(
+    session: Session,
+    *,
+    filters: OfferFilters,
+    bounds: VramBounds,
+    shapes: Sequence[tuple[_Shape, OfferFit]],
+    order: Callable[[Any], list[Any]],
+    limit: int,
+    offset: int,
+) -> list[int]:
+    """Ids of one page of the prefiltered offers whose shape is in `shapes`, in `order`.
+
+    The shapes (with their price-free fit: billed hours and tie-breaks) travel as a VALUES
+    list joined on the shape columns, so the database sorts by billed hours x price.
+    """
+    if limit <= 0 or not shapes:
+        return []
+    n_tiebreak = len(shapes[0][1].tiebreak)
+    columns = [
+        column("slug", String),
+        column("gpu_count", Float),
+        column("vram", Float),
+        column("interconnect", String),
+        column("network", String),
+        column("gbps", Float),
+        column("billing", String),
+        column("spot", Boolean),
+        column("availability", String),
+        column("billed_hours", Float),
+        *(column(f"t{i}", Float) for i in range(n_tiebreak)),
+        column("hours", Float),
+    ]
+    data = [(*shape.key, fit.billed_hours, *fit.tiebreak, fit.est_hours) for shape, fit in shapes]
+    table = values(*columns, name="shapes").data(data).cte("shapes")
+    on = and_(
+        func.coalesce(Offer.gpu_model_slug, _NO_SLUG) == table.c.slug,
+        Offer.gpu_count == table.c.gpu_count,
+        Offer.vram_gib_per_gpu == table.c.vram,
+        Offer.interconnect == table.c.interconnect,
+        Offer.network == table.c.network,
+        func.coalesce(Offer.network_gbps, _NO_GBPS) == table.c.gbps,
+        Offer.billing == table.c.billing,
+        Offer.spot == table.c.spot,
+        Offer.availability == table.c.availability,
+    )
+    stmt = (
+        select(Offer.id)
+        .join(table, on)
+        .where(*where_clauses(filters), _candidate_clause(bounds))
+        .order_by(*order(table))
+        .limit(limit)
+        .offset(offset)
+    )
+    return list(session.scalars(stmt))
+
+
+def _fit_sql_order(use_spot: bool) -> Callable[[Any], list[Any]]:
+    """rank_key in SQL: job cost (billed hours x price, unknown last), tie-breaks, hours, id."""
+
+    def order(table: Any) -> list[Any]:
+        # A column that is NULL in every VALUES row has no type on Postgres: cast it.
+        billed = cast(table.c.billed_hours, Float)
+        ties = [cast(c, Float).asc() for c in table.c if c.name.startswith("t")]
+        cost = billed * job_price_expr(use_spot=use_spot)
+        hours = cast(table.c.hours, Float)
+        return [cost.asc().nulls_last(), *ties, hours.asc().nulls_last(), Offer.id.asc()]
+
+    return order
+
+
 def _ranked_page(
     session: Session, *, filters: OfferFilters, workload: Workload, sort: Sort
 ) -> OfferPage:
-    """Assess SQL-prefiltered candidates; fitting ones first, then the rest, paginated."""
+    """Fitting offers first (ranked), then the rest (price order), paginated.
+
+    One price-free assessment per machine shape (hundreds, where offers are tens of thousands)
+    decides fit, billed hours and tie-breaks; SQL then orders and pages the offers.
+    """
     estimate = estimate_memory(workload)
     bounds = vram_bounds(workload, estimate)
     assess = _Assessor(workload, estimate, use_spot=filters.market == "spot")
+    shapes = _shape_groups(session, filters, bounds)
+    if len(shapes) > MAX_SQL_SHAPES:
+        return _ranked_page_in_memory(
+            session, filters=filters, sort=sort, estimate=estimate, bounds=bounds, assess=assess
+        )
+    assessed = [(shape, assess(shape.facts)) for shape in shapes]
+    fitting = [(s, f) for s, f in assessed if f.fits]
+    missed = [(s, f) for s, f in assessed if not f.fits]
+    n_fit, n_missed = sum(s.count for s, _ in fitting), sum(s.count for s, _ in missed)
+    # Non-fitting offers keep the price order (fit and cost mean nothing for them).
+    rest_sort: Sort = "price_per_gpu" if sort in WORKLOAD_SORTS else sort
+    fit_order = (
+        _fit_sql_order(assess.use_spot)
+        if sort in WORKLOAD_SORTS
+        else (lambda _table: _order_by(sort, filters))
+    )
+    start, stop = filters.offset, filters.offset + filters.limit
+    ids = _shape_page(
+        session,
+        filters=filters,
+        bounds=bounds,
+        shapes=fitting,
+        order=fit_order,
+        limit=min(stop, n_fit) - start,
+        offset=start,
+    )
+    common: dict[str, Any] = {
+        "limit": filters.limit,
+        "offset": filters.offset,
+        "sort": sort,
+        "caption": _fit_caption(filters),
+        "estimate": estimate,
+        "fitting": n_fit,
+    }
+    if filters.fits_only:
+        return OfferPage(total=n_fit, offers=_full(session, ids, assess), **common)
+    # Near misses (enough VRAM by the bound, but no layout fits) come before the rest.
+    ids += _shape_page(
+        session,
+        filters=filters,
+        bounds=bounds,
+        shapes=missed,
+        order=lambda _table: _order_by(rest_sort, filters),
+        limit=min(stop, n_fit + n_missed) - max(start, n_fit),
+        offset=max(0, start - n_fit),
+    )
+    page = _full(session, ids, assess)
+    head = n_fit + n_missed
+    rest_total = count_where(session, filters=filters, extra=[_rest_clause(bounds)])
+    if len(page) < filters.limit and rest_total:
+        rest_rows = page_rows(
+            session,
+            filters=filters,
+            sort=rest_sort,
+            extra=[_rest_clause(bounds)],
+            limit=filters.limit - len(page),
+            offset=max(0, start - head),
+        )
+        page += [RankedOffer(row, assess(offer_facts(row))) for row in rest_rows]
+    return OfferPage(total=head + rest_total, offers=page, **common)
+
+
+def _ranked_page_in_memory(
+    session: Session,
+    *,
+    filters: OfferFilters,
+    sort: Sort,
+    estimate: MemoryEstimate,
+    bounds: VramBounds,
+    assess: _Assessor,
+) -> OfferPage:
+    """The ranking done in Python over every candidate: the fallback for very many shapes."""
     candidates = _candidates(session, filters=filters, bounds=bounds, assess=assess, sort=sort)
     fitting = sorted((c for c in candidates if c.fits), key=_fit_order(sort))
     # Non-fitting offers keep the price order (fit and cost mean nothing for them).
@@ -1181,9 +1430,11 @@ def page_rows(
 def count_where(
     session: Session, *, filters: OfferFilters, extra: Sequence[ColumnElement[bool]]
 ) -> int:
-    """How many filtered offers also satisfy `extra`."""
+    """How many filtered offers also satisfy `extra` (cached until the next ingest)."""
     stmt = select(func.count()).select_from(Offer).where(*where_clauses(filters), *extra)
-    return int(session.scalar(stmt) or 0)
+    # The compiled SQL with its literal parameters names exactly what is counted.
+    key = str(stmt.compile(compile_kwargs={"literal_binds": True}))
+    return data_cache.cached(session, "count", key, lambda: int(session.scalar(stmt) or 0))
 
 
 # ---------------------------------------------------------------------------------------------

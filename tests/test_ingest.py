@@ -127,3 +127,63 @@ def test_sanity_check(count: int, last: int | None, ok: bool) -> None:
     else:
         with pytest.raises(ScrapeRejected):
             check_sanity(count, last, 0.5)
+
+
+def test_non_price_change_is_written_without_history(
+    session_factory: sessionmaker[Session],
+) -> None:
+    ingest(session_factory, [rec(vcpus=208)], T0)
+    ingest(session_factory, [rec(vcpus=224)], T0 + timedelta(minutes=30))
+    with session_factory() as session:
+        offer = session.scalars(select(Offer)).one()
+        assert offer.vcpus == 224 and offer.last_seen == T0 + timedelta(minutes=30)
+        assert len(history(session)) == 1
+
+
+def test_unchanged_offer_only_moves_last_seen_and_source(
+    session_factory: sessionmaker[Session],
+) -> None:
+    ingest(session_factory, [rec("a"), rec("b")], T0)
+    with session_factory.begin() as session:
+        stats = ingest_records(
+            session, source="skypilot-lambda", records=[rec("a")], now=T0 + timedelta(hours=1)
+        )
+    assert (stats.seen, stats.added, stats.updated, stats.removed) == (1, 0, 0, 1)
+    with session_factory() as session:
+        a = session.scalars(select(Offer).where(Offer.instance_type == "a")).one()
+        assert a.source == "skypilot-lambda" and a.last_seen == T0 + timedelta(hours=1)
+        assert a.first_seen == T0
+
+
+def test_large_scrape_round_trips_every_offer(session_factory: sessionmaker[Session]) -> None:
+    # More offers than one id chunk, so every bulk statement runs more than once.
+    n = 12_000
+    first = [rec(f"vm-{i}", price=1.0 + i / 1000) for i in range(n)]
+    with session_factory.begin() as session:
+        stats = ingest_records(session, source="lambdalabs", records=first, now=T0)
+    assert stats.added == n
+    second = [rec(f"vm-{i}", price=2.0 if i % 3 == 0 else 1.0 + i / 1000) for i in range(1, n)]
+    with session_factory.begin() as session:
+        stats = ingest_records(
+            session, source="lambdalabs", records=second, now=T0 + timedelta(hours=1)
+        )
+    assert (stats.added, stats.updated, stats.removed) == (0, len(range(3, n, 3)), 1)
+    with session_factory() as session:
+        rows = [
+            tuple(r) for r in session.execute(select(Offer.instance_type, Offer.price_per_hour))
+        ]
+        prices = dict(rows)
+        assert prices["vm-3"] == 2.0 and prices["vm-4"] == 1.004 and len(prices) == n
+        active = session.scalar(select(func.count()).select_from(Offer).where(Offer.active))
+        assert active == n - 1
+        assert session.scalar(select(func.count()).select_from(PricePoint)) == n + (n - 1) // 3
+
+
+def test_offers_already_in_the_session_are_refreshed(
+    session_factory: sessionmaker[Session],
+) -> None:
+    ingest(session_factory, [rec(price=10.0)], T0)
+    with session_factory.begin() as session:
+        held = session.scalars(select(Offer)).one()
+        ingest_records(session, source="lambdalabs", records=[rec(price=9.0)], now=T0)
+        assert held.price_per_hour == 9.0

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
+from app import queries
 from app.fit import Workload, assess_offer, estimate_memory, rank_key
 from app.queries import OfferFilters, all_rows, offer_facts, search_offers
 from tests.web.helpers import QLORA_8B
@@ -124,3 +126,48 @@ def test_ranked_order_equals_full_assessment_order(session: Session, sample_load
         assert [item.row.id for item in page.offers] == [i for _, i in expected], market
         for item, (key, _) in zip(page.offers, expected, strict=True):
             assert item.fit is not None and rank_key(item.fit) == key
+
+
+WORKLOADS = (
+    Workload(model="llama-3.1-8b", method="qlora"),
+    Workload(model="llama-3.1-70b", method="full", sharding="zero3"),
+    Workload(model="llama-3.1-70b", method="lora", sharding="zero3"),
+)
+
+
+def page_ids(session: Session, workload: Workload, **filters: Any) -> tuple[int, int, list[int]]:
+    page = search_offers(session, filters=OfferFilters(**filters), workload=workload)
+    return page.total, page.fitting or 0, [item.row.id for item in page.offers]
+
+
+def test_sql_ranking_equals_in_memory_ranking(
+    session: Session, sample_loaded: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The database sorts shapes joined as VALUES; the in-memory path sorts every candidate in
+    # Python. Both must give the same pages, for every sort, market and page boundary.
+    cases = [
+        {"sort": sort, "market": market, "limit": limit, "offset": offset, "fits_only": only}
+        for sort in ("fit", "cost", "price", "price_per_gpu", "vram", "newest")
+        for market in ("any", "spot")
+        for limit, offset, only in ((1000, 0, False), (37, 111, False), (25, 50, True))
+    ]
+    for workload in WORKLOADS:
+        sql = [page_ids(session, workload, **case) for case in cases]
+        with monkeypatch.context() as patch:
+            patch.setattr(queries, "MAX_SQL_SHAPES", 0)
+            in_memory = [page_ids(session, workload, **case) for case in cases]
+        for case, got, want in zip(cases, sql, in_memory, strict=True):
+            assert got == want, (workload, case)
+        assert any(ids for _, _, ids in sql)
+
+
+def test_ranked_pages_tile_the_whole_list(session: Session, sample_loaded: int) -> None:
+    # Pages that straddle fitting / near-miss / rest boundaries neither skip nor repeat offers.
+    for workload in WORKLOADS:
+        total, fitting, whole = page_ids(session, workload, limit=1000)
+        assert total == sample_loaded == len(whole) == len(set(whole))
+        paged: list[int] = []
+        for offset in range(0, total, 29):
+            paged += page_ids(session, workload, limit=29, offset=offset)[2]
+        assert paged == whole, workload
+        assert 0 < fitting < total
