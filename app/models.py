@@ -17,7 +17,10 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    case,
     func,
+    literal,
+    literal_column,
 )
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
@@ -140,6 +143,27 @@ Index(
     Offer.gpu_model_slug,
     _EFFECTIVE_PRICE_PER_GPU,
     Offer.id,
+)
+
+
+def job_price_sql(*, use_spot: bool) -> Any:
+    """The hourly price a job on the offer is billed at (app.queries.job_price, in SQL)."""
+    spot_listing = func.coalesce(Offer.spot_price_per_hour, Offer.price_per_hour)
+    other = Offer.spot_price_per_hour if use_spot else Offer.price_per_hour
+    return case((Offer.spot.is_(True), spot_listing), else_=other)
+
+
+# Stand-in for a NULL GPU slug in machine-shape joins; rendered inline (not bound) so the
+# expression matches the index below on every plan, prepared ones included.
+SHAPE_SLUG_SQL = func.coalesce(Offer.gpu_model_slug, literal("", String, literal_execute=True))
+# Fit ranking looks up each candidate machine shape's offers under a price ceiling.
+Index(
+    "ix_offers_active_shape_job_price",
+    Offer.active,
+    func.coalesce(Offer.gpu_model_slug, literal_column("''")),
+    Offer.gpu_count,
+    Offer.vram_gib_per_gpu,
+    job_price_sql(use_spot=False),
 )
 
 

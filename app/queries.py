@@ -19,15 +19,18 @@ from typing import Annotated, Any, Literal, get_origin
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from sqlalchemy import (
+    ARRAY,
     Boolean,
     ColumnElement,
     Float,
     Select,
     String,
     and_,
+    bindparam,
     case,
     cast,
     column,
+    exists,
     func,
     literal,
     null,
@@ -50,7 +53,7 @@ from app.fit.memory import per_gpu_breakdown
 from app.fit.query import workload_from_query
 from app.fit.serialize import fit_dict
 from app.gpus.catalog import UNKNOWN, load_catalog
-from app.models import GpuModel, Offer, PricePoint, Provider
+from app.models import SHAPE_SLUG_SQL, GpuModel, Offer, PricePoint, Provider, job_price_sql
 
 Sort = Literal["fit", "cost", "price", "price_per_gpu", "vram", "newest"]
 Market = Literal["any", "on_demand", "spot"]
@@ -1151,6 +1154,7 @@ class _Shape:
     key: tuple[Any, ...]  # _SHAPE_COLUMNS' values, NULLs replaced by the stand-ins
     facts: OfferFacts  # price-free
     count: int
+    min_job_price: tuple[float | None, float | None]  # lowest job_price: (on demand, spot)
 
 
 def _shape_groups(session: Session, filters: OfferFilters, bounds: VramBounds) -> list[_Shape]:
@@ -1158,7 +1162,13 @@ def _shape_groups(session: Session, filters: OfferFilters, bounds: VramBounds) -
 
     def compute() -> list[_Shape]:
         stmt = (
-            select(*_SHAPE_COLUMNS, *_GPU_FACT_COLUMNS, func.count())
+            select(
+                *_SHAPE_COLUMNS,
+                *_GPU_FACT_COLUMNS,
+                func.count(),
+                func.min(job_price_expr(use_spot=False)),
+                func.min(job_price_expr(use_spot=True)),
+            )
             .outerjoin(GpuModel, GpuModel.slug == Offer.gpu_model_slug)
             .where(*where_clauses(filters), _candidate_clause(bounds))
             .group_by(*_SHAPE_COLUMNS, *_GPU_FACT_COLUMNS)
@@ -1166,7 +1176,7 @@ def _shape_groups(session: Session, filters: OfferFilters, bounds: VramBounds) -
         out = []
         for row in session.connection().execute(stmt).all():
             slug, count_, vram, interconnect, network, gbps, billing, spot, availability = row[:9]
-            bf16, fp16, memory, nvlink, n = row[9:]
+            bf16, fp16, memory, nvlink, n, min_on_demand, min_spot = row[9:]
             facts = OfferFacts(
                 gpu_count=count_,
                 vram_gib_per_gpu=vram,
@@ -1192,7 +1202,7 @@ def _shape_groups(session: Session, filters: OfferFilters, bounds: VramBounds) -
                 bool(spot),
                 availability,
             )
-            out.append(_Shape(key, facts, int(n)))
+            out.append(_Shape(key, facts, int(n), (min_on_demand, min_spot)))
         return out
 
     cache_key = (_filters_key(filters), bounds.per_gpu_gib, bounds.total_gib)
@@ -1201,47 +1211,70 @@ def _shape_groups(session: Session, filters: OfferFilters, bounds: VramBounds) -
 
 def job_price_expr(*, use_spot: bool) -> ColumnElement[Any]:
     """SQL twin of `job_price`: the hourly price a job on the offer is billed at."""
-    spot_listing = func.coalesce(Offer.spot_price_per_hour, Offer.price_per_hour)
-    other = Offer.spot_price_per_hour if use_spot else Offer.price_per_hour
-    return case((Offer.spot.is_(True), spot_listing), else_=other)
+    expr: ColumnElement[Any] = job_price_sql(use_spot=use_spot)
+    return expr
 
 
-def _shape_page(
+_KEY_VALUE_COLUMNS = (
+    ("slug", String),
+    ("gpu_count", Float),
+    ("vram", Float),
+    ("interconnect", String),
+    ("network", String),
+    ("gbps", Float),
+    ("billing", String),
+    ("spot", Boolean),
+    ("availability", String),
+)
+
+
+# Slack on the per-shape price ceiling so float rounding of cost / hours never drops an offer
+# the exact cost bound keeps (the relative rounding error is ~1e-16).
+_CEILING_SLACK = 1 + 1e-9
+
+
+def _shapes_table(
     session: Session,
-    *,
-    filters: OfferFilters,
-    bounds: VramBounds,
     shapes: Sequence[tuple[_Shape, OfferFit]],
-    order: Callable[[Any], list[Any]],
-    limit: int,
-    offset: int,
-) -> list[int]:
-    """Ids of one page of the prefiltered offers whose shape is in `shapes`, in `order`.
+    *,
+    with_rank: bool,
+    max_cost: float | None = None,
+) -> Any:
+    """The shapes as a table (a CTE): their key columns, and with `with_rank` the price-free
+    parts of rank_key (billed hours, tie-breaks, hours) and the highest price at which an
+    offer of the shape stays within `max_cost`."""
+    columns: list[tuple[str, Any]] = list(_KEY_VALUE_COLUMNS)
+    if with_rank:
+        n_ties = len(shapes[0][1].tiebreak)
+        columns += [("billed_hours", Float), *((f"t{i}", Float) for i in range(n_ties))]
+        columns += [("hours", Float), ("max_price", Float)]
 
-    The shapes (with their price-free fit: billed hours and tie-breaks) travel as a VALUES
-    list joined on the shape columns, so the database sorts by billed hours x price.
-    """
-    if limit <= 0 or not shapes:
-        return []
-    n_tiebreak = len(shapes[0][1].tiebreak)
-    columns = [
-        column("slug", String),
-        column("gpu_count", Float),
-        column("vram", Float),
-        column("interconnect", String),
-        column("network", String),
-        column("gbps", Float),
-        column("billing", String),
-        column("spot", Boolean),
-        column("availability", String),
-        column("billed_hours", Float),
-        *(column(f"t{i}", Float) for i in range(n_tiebreak)),
-        column("hours", Float),
-    ]
-    data = [(*shape.key, fit.billed_hours, *fit.tiebreak, fit.est_hours) for shape, fit in shapes]
-    table = values(*columns, name="shapes").data(data).cte("shapes")
-    on = and_(
-        func.coalesce(Offer.gpu_model_slug, _NO_SLUG) == table.c.slug,
+        def ceiling(fit: OfferFit) -> float | None:
+            if max_cost is None or not fit.billed_hours:
+                return None
+            return max_cost / fit.billed_hours * _CEILING_SLACK
+
+        data = [(*s.key, f.billed_hours, *f.tiebreak, f.est_hours, ceiling(f)) for s, f in shapes]
+    else:
+        data = [s.key for s, _ in shapes]
+    if session.get_bind().dialect.name == "postgresql":
+        # One array per column, zipped by unnest: SQLAlchemy compiles a VALUES list at ~35 us
+        # per bound value, which for a few hundred shapes costs more than the query itself.
+        arrays = [
+            func.unnest(
+                bindparam(f"shape_{name}", [row[i] for row in data], type_=ARRAY(type_))
+            ).label(name)
+            for i, (name, type_) in enumerate(columns)
+        ]
+        return select(*arrays).cte("shapes")
+    table = values(*(column(name, type_) for name, type_ in columns), name="shapes")
+    return table.data(data).cte("shapes")
+
+
+def _matches(table: Any) -> ColumnElement[bool]:
+    """An offer has the shape of a `_shapes_table` row (NULLs compared via their stand-ins)."""
+    return and_(
+        SHAPE_SLUG_SQL == table.c.slug,
         Offer.gpu_count == table.c.gpu_count,
         Offer.vram_gib_per_gpu == table.c.vram,
         Offer.interconnect == table.c.interconnect,
@@ -1251,29 +1284,88 @@ def _shape_page(
         Offer.spot == table.c.spot,
         Offer.availability == table.c.availability,
     )
+
+
+def _min_cost(shape: _Shape, fit: OfferFit, use_spot: bool) -> float | None:
+    """The cheapest job cost among the shape's offers (billed hours x its lowest price)."""
+    price = shape.min_job_price[use_spot]
+    return None if fit.billed_hours is None or price is None else fit.billed_hours * price
+
+
+def _ranked_ids(
+    session: Session,
+    *,
+    filters: OfferFilters,
+    bounds: VramBounds,
+    fitting: Sequence[tuple[_Shape, OfferFit]],
+    use_spot: bool,
+    limit: int,
+    offset: int,
+) -> list[int]:
+    """Ids of one page of the fitting offers in rank_key order, sorted by the database.
+
+    Pruned first: each shape's cheapest offer costs `_min_cost`, so the k-th smallest of those
+    (k = offset + limit) bounds the cost of the whole page; only shapes at or under it can
+    contribute, and only their offers at or under it are sorted.
+    """
+    if limit <= 0 or not fitting:
+        return []
+    costs = sorted(c for s, f in fitting if (c := _min_cost(s, f, use_spot)) is not None)
+    max_cost = costs[offset + limit - 1] if len(costs) >= offset + limit else None
+    if max_cost is not None:
+        fitting = [
+            (s, f)
+            for s, f in fitting
+            if (c := _min_cost(s, f, use_spot)) is not None and c <= max_cost
+        ]
+    table = _shapes_table(session, fitting, with_rank=True, max_cost=max_cost)
+    # A column that is NULL in every VALUES row has no type on Postgres: cast it.
+    cost = cast(table.c.billed_hours, Float) * job_price_expr(use_spot=use_spot)
+    ties = [cast(c, Float).asc() for c in table.c if c.name.startswith("t")]
+    hours = cast(table.c.hours, Float)
     stmt = (
         select(Offer.id)
-        .join(table, on)
+        .join(table, _matches(table))
         .where(*where_clauses(filters), _candidate_clause(bounds))
-        .order_by(*order(table))
+        .order_by(cost.asc().nulls_last(), *ties, hours.asc().nulls_last(), Offer.id.asc())
         .limit(limit)
         .offset(offset)
     )
+    if max_cost is not None:
+        # The per-shape price ceiling is implied by the cost bound; it is what lets the
+        # shape index (ix_offers_active_shape_job_price) read only the offers that can make it.
+        price = job_price_expr(use_spot=use_spot)
+        stmt = stmt.where(cost <= max_cost, price <= cast(table.c.max_price, Float))
     return list(session.scalars(stmt))
 
 
-def _fit_sql_order(use_spot: bool) -> Callable[[Any], list[Any]]:
-    """rank_key in SQL: job cost (billed hours x price, unknown last), tie-breaks, hours, id."""
+def _member_ids(
+    session: Session,
+    *,
+    filters: OfferFilters,
+    bounds: VramBounds,
+    members: Sequence[tuple[_Shape, OfferFit]],
+    others: Sequence[tuple[_Shape, OfferFit]],
+    order: list[Any],
+    limit: int,
+    offset: int,
+) -> list[int]:
+    """Ids of one page of the prefiltered offers whose shape is among `members`, in `order`.
 
-    def order(table: Any) -> list[Any]:
-        # A column that is NULL in every VALUES row has no type on Postgres: cast it.
-        billed = cast(table.c.billed_hours, Float)
-        ties = [cast(c, Float).asc() for c in table.c if c.name.startswith("t")]
-        cost = billed * job_price_expr(use_spot=use_spot)
-        hours = cast(table.c.hours, Float)
-        return [cost.asc().nulls_last(), *ties, hours.asc().nulls_last(), Offer.id.asc()]
-
-    return order
+    The VALUES list holds the smaller of `members` and `others` (the remaining shapes): a join
+    for the first, an anti-join for the second.
+    """
+    if limit <= 0 or not members:
+        return []
+    stmt = select(Offer.id).where(*where_clauses(filters), _candidate_clause(bounds))
+    if len(members) <= len(others):
+        table = _shapes_table(session, members, with_rank=False)
+        stmt = stmt.join(table, _matches(table))
+    else:
+        table = _shapes_table(session, others, with_rank=False) if others else None
+        if table is not None:
+            stmt = stmt.where(~exists().where(_matches(table)))
+    return list(session.scalars(stmt.order_by(*order).limit(limit).offset(offset)))
 
 
 def _ranked_page(
@@ -1292,27 +1384,42 @@ def _ranked_page(
         return _ranked_page_in_memory(
             session, filters=filters, sort=sort, estimate=estimate, bounds=bounds, assess=assess
         )
-    assessed = [(shape, assess(shape.facts)) for shape in shapes]
+    # Assessing hundreds of shapes takes tens of ms; the result changes only with the data.
+    assessed: list[tuple[_Shape, OfferFit]] = data_cache.cached(
+        session,
+        "fit_assessed",
+        (_filters_key(filters), workload.model_dump_json(), assess.use_spot),
+        lambda: [(shape, assess(shape.facts)) for shape in shapes],
+    )
     fitting = [(s, f) for s, f in assessed if f.fits]
     missed = [(s, f) for s, f in assessed if not f.fits]
     n_fit, n_missed = sum(s.count for s, _ in fitting), sum(s.count for s, _ in missed)
     # Non-fitting offers keep the price order (fit and cost mean nothing for them).
     rest_sort: Sort = "price_per_gpu" if sort in WORKLOAD_SORTS else sort
-    fit_order = (
-        _fit_sql_order(assess.use_spot)
-        if sort in WORKLOAD_SORTS
-        else (lambda _table: _order_by(sort, filters))
-    )
     start, stop = filters.offset, filters.offset + filters.limit
-    ids = _shape_page(
-        session,
-        filters=filters,
-        bounds=bounds,
-        shapes=fitting,
-        order=fit_order,
-        limit=min(stop, n_fit) - start,
-        offset=start,
-    )
+    wanted = min(stop, n_fit) - start
+    if sort in WORKLOAD_SORTS:
+        # cost orders fitting offers exactly as fit does: the cost is rank_key's lead.
+        ids = _ranked_ids(
+            session,
+            filters=filters,
+            bounds=bounds,
+            fitting=fitting,
+            use_spot=assess.use_spot,
+            limit=wanted,
+            offset=start,
+        )
+    else:
+        ids = _member_ids(
+            session,
+            filters=filters,
+            bounds=bounds,
+            members=fitting,
+            others=missed,
+            order=_order_by(sort, filters),
+            limit=wanted,
+            offset=start,
+        )
     common: dict[str, Any] = {
         "limit": filters.limit,
         "offset": filters.offset,
@@ -1324,12 +1431,13 @@ def _ranked_page(
     if filters.fits_only:
         return OfferPage(total=n_fit, offers=_full(session, ids, assess), **common)
     # Near misses (enough VRAM by the bound, but no layout fits) come before the rest.
-    ids += _shape_page(
+    ids += _member_ids(
         session,
         filters=filters,
         bounds=bounds,
-        shapes=missed,
-        order=lambda _table: _order_by(rest_sort, filters),
+        members=missed,
+        others=fitting,
+        order=_order_by(rest_sort, filters),
         limit=min(stop, n_fit + n_missed) - max(start, n_fit),
         offset=max(0, start - n_fit),
     )

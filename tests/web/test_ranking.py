@@ -149,7 +149,13 @@ def test_sql_ranking_equals_in_memory_ranking(
         {"sort": sort, "market": market, "limit": limit, "offset": offset, "fits_only": only}
         for sort in ("fit", "cost", "price", "price_per_gpu", "vram", "newest")
         for market in ("any", "spot")
-        for limit, offset, only in ((1000, 0, False), (37, 111, False), (25, 50, True))
+        for limit, offset, only in (
+            (1000, 0, False),
+            (37, 111, False),
+            (25, 50, True),
+            (5, 0, False),
+            (10, 3, True),
+        )
     ]
     for workload in WORKLOADS:
         sql = [page_ids(session, workload, **case) for case in cases]
