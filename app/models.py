@@ -7,6 +7,7 @@ from typing import Any
 
 from sqlalchemy import (
     Boolean,
+    ColumnElement,
     DateTime,
     Float,
     ForeignKey,
@@ -131,10 +132,20 @@ class Offer(Base):
     gpu: Mapped[GpuModel | None] = relationship(lazy="joined")
 
 
+def per_gpu_sql(price: ColumnElement[Any]) -> ColumnElement[float]:
+    """`price / gpu_count` as a plain `/` on every backend.
+
+    SQLAlchemy renders true division on SQLite as `a / (b + 0.0)`, which no index expression
+    matches; gpu_count is a REAL column, so the plain operator divides as floats already.
+    """
+    divided: ColumnElement[float] = price.op("/", return_type=Float)(Offer.gpu_count)
+    return divided
+
+
 # The table's default order: hourly price per GPU, spot price where there is no on-demand one.
 # app.queries sorts by exactly this expression, so these indexes serve its first page.
-_EFFECTIVE_PRICE_PER_GPU = (
-    func.coalesce(Offer.price_per_hour, Offer.spot_price_per_hour) / Offer.gpu_count
+_EFFECTIVE_PRICE_PER_GPU = per_gpu_sql(
+    func.coalesce(Offer.price_per_hour, Offer.spot_price_per_hour)
 )
 Index("ix_offers_active_effective_price", Offer.active, _EFFECTIVE_PRICE_PER_GPU, Offer.id)
 Index(
@@ -153,16 +164,27 @@ def job_price_sql(*, use_spot: bool) -> Any:
     return case((Offer.spot.is_(True), spot_listing), else_=other)
 
 
-# Stand-in for a NULL GPU slug in machine-shape joins; rendered inline (not bound) so the
-# expression matches the index below on every plan, prepared ones included.
-SHAPE_SLUG_SQL = func.coalesce(Offer.gpu_model_slug, literal("", String, literal_execute=True))
-# Fit ranking looks up each candidate machine shape's offers under a price ceiling.
+# Stand-ins for NULL in machine-shape joins (equality must hold, and NULL = NULL does not):
+# rendered inline (not bound) so the expressions match the index below on every plan,
+# prepared generic ones included. Slugs are never empty and link speeds never negative.
+NO_SLUG = ""
+NO_GBPS = -1.0
+SHAPE_SLUG_SQL = func.coalesce(Offer.gpu_model_slug, literal(NO_SLUG, String, literal_execute=True))
+SHAPE_GBPS_SQL = func.coalesce(Offer.network_gbps, literal(NO_GBPS, Float, literal_execute=True))
+# Fit ranking looks up each candidate machine shape's offers under a price ceiling: every
+# shape column is matched by equality, so the price range is one short scan per shape.
 Index(
     "ix_offers_active_shape_job_price",
     Offer.active,
     func.coalesce(Offer.gpu_model_slug, literal_column("''")),
     Offer.gpu_count,
     Offer.vram_gib_per_gpu,
+    Offer.interconnect,
+    Offer.network,
+    func.coalesce(Offer.network_gbps, literal_column("-1.0")),
+    Offer.billing,
+    Offer.spot,
+    Offer.availability,
     job_price_sql(use_spot=False),
 )
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import copy
 import math
-from collections import Counter
+import threading
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -53,7 +54,18 @@ from app.fit.memory import per_gpu_breakdown
 from app.fit.query import workload_from_query
 from app.fit.serialize import fit_dict
 from app.gpus.catalog import UNKNOWN, load_catalog
-from app.models import SHAPE_SLUG_SQL, GpuModel, Offer, PricePoint, Provider, job_price_sql
+from app.models import (
+    NO_GBPS,
+    NO_SLUG,
+    SHAPE_GBPS_SQL,
+    SHAPE_SLUG_SQL,
+    GpuModel,
+    Offer,
+    PricePoint,
+    Provider,
+    job_price_sql,
+    per_gpu_sql,
+)
 
 Sort = Literal["fit", "cost", "price", "price_per_gpu", "vram", "newest"]
 Market = Literal["any", "on_demand", "spot"]
@@ -224,7 +236,7 @@ def price_expr(filters: OfferFilters) -> ColumnElement[Any]:
 
 
 def price_per_gpu_expr(filters: OfferFilters) -> ColumnElement[Any]:
-    return price_expr(filters) / Offer.gpu_count
+    return per_gpu_sql(price_expr(filters))
 
 
 def _is_null_or_in(column: Any, values: Sequence[str]) -> ColumnElement[bool]:
@@ -673,21 +685,25 @@ def _facet_counts_shared(
     vendors: dict[str, str] = {  # noqa: C416 - dict(rows) loses the row types for mypy
         slug: vendor for slug, vendor in session.execute(select(GpuModel.slug, GpuModel.vendor))
     }
-    counts: dict[str, Counter[str]] = {key: Counter() for key in keys}
+    # Sum per raw column value first (the rows are thousands, the values per column dozens),
+    # then turn the few distinct values into facet strings.
+    per_column: list[Counter[Any]] = [Counter() for _ in columns]
     for row in session.connection().execute(stmt).all():
         n = int(row[-1])
-        for key in keys:
-            raw = row[index[key]]
+        for i, raw in enumerate(row[:-1]):
+            per_column[i][raw] += n
+    counts: dict[str, Counter[str]] = {key: Counter() for key in keys}
+    for key in keys:
+        for raw, n in per_column[index[key]].items():
             if key == "vendor":
                 if raw is None or raw not in vendors:
                     continue  # an unmapped GPU has no vendor
                 raw = vendors[raw]
             counts[key][_facet_value_str(key, raw)] += n
-        if with_market:
-            market = counts.setdefault("market", Counter())
-            market["any"] += n
-            market["on_demand"] += n if row[-3] else 0
-            market["spot"] += n if row[-2] else 0
+    if with_market:
+        on_demand, spot = per_column[-2], per_column[-1]
+        total = sum(on_demand.values())
+        counts["market"] = Counter({"any": total, "on_demand": on_demand[True], "spot": spot[True]})
     return counts
 
 
@@ -912,11 +928,23 @@ def vram_bounds(workload: Workload, estimate: MemoryEstimate) -> VramBounds:
 
 
 def _candidate_clause(bounds: VramBounds) -> ColumnElement[bool]:
+    """Offers whose VRAM could hold the job (the fit ranking's SQL prefilter)."""
+    return and_(Offer.vram_gib_per_gpu >= bounds.per_gpu_gib, _total_vram_clause(bounds))
+
+
+def _total_vram_clause(bounds: VramBounds) -> ColumnElement[bool]:
     # Fractional (shared) GPUs count as one whole GPU for memory, so the total bound skips them.
-    return and_(
-        Offer.vram_gib_per_gpu >= bounds.per_gpu_gib,
-        or_(Offer.gpu_count < 1, Offer.vram_gib_total >= bounds.total_gib),
-    )
+    return or_(Offer.gpu_count < 1, Offer.vram_gib_total >= bounds.total_gib)
+
+
+def _shape_member_clause(bounds: VramBounds) -> ColumnElement[bool]:
+    """`_candidate_clause` for offers joined to candidate shapes by their exact VRAM per GPU.
+
+    The shapes met the per-GPU bound already, so it is left out: beside the join's equality on
+    that column, SQLite's planner would take the range instead and stop using the shape index
+    after its fourth column.
+    """
+    return _total_vram_clause(bounds)
 
 
 def _rest_clause(bounds: VramBounds) -> ColumnElement[bool]:
@@ -932,18 +960,41 @@ def _rest_clause(bounds: VramBounds) -> ColumnElement[bool]:
 
 
 class _Assessor:
-    """assess_offer with a cache: offers with identical facts (common in lists) share a result."""
+    """assess_offer with a cache: offers with identical facts (common in lists) share a result.
 
-    def __init__(self, workload: Workload, estimate: MemoryEstimate, use_spot: bool) -> None:
-        self.workload, self.estimate, self.use_spot = workload, estimate, use_spot
-        self.cache: dict[OfferFacts, OfferFit] = {}
+    The fit is a pure function of (workload, facts, market), so results outlive the data
+    version: after an ingest only shapes never seen before are assessed again.
+    """
+
+    def __init__(self, workload: Workload, *, use_spot: bool) -> None:
+        self.workload, self.use_spot = workload, use_spot
+        self.estimate = estimate_memory(workload)
 
     def __call__(self, facts: OfferFacts) -> OfferFit:
-        fit = self.cache.get(facts)
-        if fit is None:
-            fit = assess_offer(self.workload, self.estimate, facts, use_spot=self.use_spot)
-            self.cache[facts] = fit
+        key = (self.workload, self.use_spot, facts)
+        with _FIT_LOCK:
+            fit = _FIT_CACHE.get(key)
+            if fit is not None:
+                _FIT_CACHE.move_to_end(key)
+                return fit
+        fit = assess_offer(self.workload, self.estimate, facts, use_spot=self.use_spot)
+        with _FIT_LOCK:
+            _FIT_CACHE[key] = fit
+            while len(_FIT_CACHE) > _FIT_CACHE_SIZE:
+                _FIT_CACHE.popitem(last=False)
         return fit
+
+
+# A few hundred shapes per workload: room for the recent workloads of every visitor.
+_FIT_CACHE_SIZE = 100_000
+_FIT_CACHE: OrderedDict[tuple[Workload, bool, OfferFacts], OfferFit] = OrderedDict()
+_FIT_LOCK = threading.Lock()
+
+
+def forget_fit_assessments() -> None:
+    """Empty the process-wide fit cache (tests)."""
+    with _FIT_LOCK:
+        _FIT_CACHE.clear()
 
 
 def assess_row(row: OfferRow, workload: Workload, *, use_spot: bool = False) -> OfferFit:
@@ -1140,10 +1191,6 @@ _GPU_FACT_COLUMNS: tuple[Any, ...] = (
     GpuModel.memory_type,
     GpuModel.nvlink_gbps,
 )
-# Joining on nullable columns needs hashable equality (not IS NOT DISTINCT FROM): stand-ins for
-# NULL that no real value takes (slugs are never empty, link speeds never negative).
-_NO_SLUG = ""
-_NO_GBPS = -1.0
 # Each shape becomes one row of a VALUES list of about 17 bound parameters; SQLite allows 32,766
 # per statement. Past this many shapes the ranking runs in Python instead (slower, same order).
 MAX_SQL_SHAPES = 1500
@@ -1161,18 +1208,26 @@ def _shape_groups(session: Session, filters: OfferFilters, bounds: VramBounds) -
     """The distinct shapes among the prefiltered offers, with counts (cached until an ingest)."""
 
     def compute() -> list[_Shape]:
-        stmt = (
+        # Group the offers alone, then join the GPU facts to the few groups: grouping by the
+        # GPU columns too makes Postgres sort every candidate (spilling to disk at 100k).
+        groups = (
             select(
                 *_SHAPE_COLUMNS,
-                *_GPU_FACT_COLUMNS,
-                func.count(),
-                func.min(job_price_expr(use_spot=False)),
-                func.min(job_price_expr(use_spot=True)),
+                func.count().label("n"),
+                func.min(job_price_expr(use_spot=False)).label("min_on_demand"),
+                func.min(job_price_expr(use_spot=True)).label("min_spot"),
             )
-            .outerjoin(GpuModel, GpuModel.slug == Offer.gpu_model_slug)
             .where(*where_clauses(filters), _candidate_clause(bounds))
-            .group_by(*_SHAPE_COLUMNS, *_GPU_FACT_COLUMNS)
+            .group_by(*_SHAPE_COLUMNS)
+            .subquery()
         )
+        stmt = select(
+            *(groups.c[c.key] for c in _SHAPE_COLUMNS),
+            *_GPU_FACT_COLUMNS,
+            groups.c.n,
+            groups.c.min_on_demand,
+            groups.c.min_spot,
+        ).outerjoin(GpuModel, GpuModel.slug == groups.c.gpu_model_slug)
         out = []
         for row in session.connection().execute(stmt).all():
             slug, count_, vram, interconnect, network, gbps, billing, spot, availability = row[:9]
@@ -1192,12 +1247,12 @@ def _shape_groups(session: Session, filters: OfferFilters, bounds: VramBounds) -
                 availability=availability,
             )
             key = (
-                _NO_SLUG if slug is None else slug,
+                NO_SLUG if slug is None else slug,
                 count_,
                 vram,
                 interconnect,
                 network,
-                _NO_GBPS if gbps is None else gbps,
+                NO_GBPS if gbps is None else gbps,
                 billing,
                 bool(spot),
                 availability,
@@ -1279,7 +1334,7 @@ def _matches(table: Any) -> ColumnElement[bool]:
         Offer.vram_gib_per_gpu == table.c.vram,
         Offer.interconnect == table.c.interconnect,
         Offer.network == table.c.network,
-        func.coalesce(Offer.network_gbps, _NO_GBPS) == table.c.gbps,
+        SHAPE_GBPS_SQL == table.c.gbps,
         Offer.billing == table.c.billing,
         Offer.spot == table.c.spot,
         Offer.availability == table.c.availability,
@@ -1326,7 +1381,7 @@ def _ranked_ids(
     stmt = (
         select(Offer.id)
         .join(table, _matches(table))
-        .where(*where_clauses(filters), _candidate_clause(bounds))
+        .where(*where_clauses(filters), _shape_member_clause(bounds))
         .order_by(cost.asc().nulls_last(), *ties, hours.asc().nulls_last(), Offer.id.asc())
         .limit(limit)
         .offset(offset)
@@ -1357,11 +1412,12 @@ def _member_ids(
     """
     if limit <= 0 or not members:
         return []
-    stmt = select(Offer.id).where(*where_clauses(filters), _candidate_clause(bounds))
+    stmt = select(Offer.id).where(*where_clauses(filters))
     if len(members) <= len(others):
         table = _shapes_table(session, members, with_rank=False)
-        stmt = stmt.join(table, _matches(table))
+        stmt = stmt.join(table, _matches(table)).where(_shape_member_clause(bounds))
     else:
+        stmt = stmt.where(_candidate_clause(bounds))
         table = _shapes_table(session, others, with_rank=False) if others else None
         if table is not None:
             stmt = stmt.where(~exists().where(_matches(table)))
@@ -1376,9 +1432,9 @@ def _ranked_page(
     One price-free assessment per machine shape (hundreds, where offers are tens of thousands)
     decides fit, billed hours and tie-breaks; SQL then orders and pages the offers.
     """
-    estimate = estimate_memory(workload)
+    assess = _Assessor(workload, use_spot=filters.market == "spot")
+    estimate = assess.estimate
     bounds = vram_bounds(workload, estimate)
-    assess = _Assessor(workload, estimate, use_spot=filters.market == "spot")
     shapes = _shape_groups(session, filters, bounds)
     if len(shapes) > MAX_SQL_SHAPES:
         return _ranked_page_in_memory(
@@ -1585,7 +1641,7 @@ def gpu_price_history(
     session: Session, *, slug: str, max_points: int = 20000
 ) -> list[ProviderHistory]:
     """Per provider, the cheapest recorded on-demand price per GPU-hour at each observation."""
-    per_gpu = PricePoint.price_per_hour / Offer.gpu_count
+    per_gpu = per_gpu_sql(PricePoint.price_per_hour.expression)
     stmt = (
         select(Offer.provider_id, PricePoint.observed_at, func.min(per_gpu))
         .join(Offer, Offer.id == PricePoint.offer_id)
@@ -1603,7 +1659,7 @@ def gpu_price_history(
 
 def cheapest_per_provider(session: Session, *, slug: str) -> list[OfferRow]:
     """For one GPU model, each provider's cheapest active offer by price per GPU-hour."""
-    per_gpu = func.coalesce(Offer.price_per_hour, Offer.spot_price_per_hour) / Offer.gpu_count
+    per_gpu = per_gpu_sql(func.coalesce(Offer.price_per_hour, Offer.spot_price_per_hour))
     ranked = (
         select(
             Offer.id.label("id"),

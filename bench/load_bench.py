@@ -10,12 +10,15 @@ import json
 import shutil
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import httpx
 
 from bench.dbs import OUT, BenchDb
-from bench.query_bench import filter_sets, serve
+from bench.query_bench import RawConnection, filter_sets, serve
 
 MAX_DURATION_S = 60
 
@@ -54,14 +57,13 @@ class LoadResult:
     p99_ms: float
     checked_ok: bool  # every path answered 200 before the run
     missing: list[str]  # paths left out: 404 (not in the tree)
+    bumps: int = 0  # data-version bumps during the run (scrapes landing)
 
 
-def load_paths(include_page: bool = True, skip: tuple[str, ...] = ()) -> list[str]:
-    """The filter sets' /api/offers (and /) paths, minus the filter sets named in `skip`."""
+def load_paths(include_page: bool = True) -> list[str]:
+    """The filter sets' /api/offers (and /) paths."""
     paths = []
     for fs in filter_sets():
-        if fs.name in skip:
-            continue
         suffix = f"?{fs.query}" if fs.query else ""
         paths.append(f"/api/offers{suffix}")
         if include_page:
@@ -98,6 +100,32 @@ def _loadgen(base: str, paths: list[str], duration: int, connections: int) -> di
     return result
 
 
+@contextmanager
+def _scrapes_landing(db: BenchDb, every_s: float | None) -> Iterator[list[int]]:
+    """Bump the data version every `every_s` seconds while the block runs, as landing scrapes
+    do; yields a one-item list that ends up holding the number of bumps."""
+    count = [0]
+    if every_s is None:
+        yield count
+        return
+    stop = threading.Event()
+    conn = RawConnection(db)
+
+    def loop() -> None:
+        while not stop.wait(every_s):
+            conn.bump_data_version()
+            count[0] += 1
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    try:
+        yield count
+    finally:
+        stop.set()
+        thread.join()
+        conn.close()
+
+
 def run_load_bench(
     db: BenchDb,
     *,
@@ -105,7 +133,10 @@ def run_load_bench(
     duration: int = 30,
     connections: int = 8,
     paths: list[str] | None = None,
+    bump_every_s: float | None = None,
 ) -> LoadResult:
+    """Closed-loop load over `paths`; with `bump_every_s`, cached aggregates are invalidated
+    that often during the run (the app recomputes them on the next request)."""
     duration = min(duration, MAX_DURATION_S)
     paths = paths or load_paths()
     tool = "wrk" if shutil.which("wrk") else "bench.loadgen"
@@ -117,7 +148,8 @@ def run_load_bench(
         paths = [p for p in paths if p not in missing]  # endpoints not in the tree yet
         checked = all(statuses[p] == 200 for p in paths)
         run = _wrk if tool == "wrk" else _loadgen
-        raw = run(base, paths, duration, connections)
+        with _scrapes_landing(db, bump_every_s) as bumps:
+            raw = run(base, paths, duration, connections)
     return LoadResult(
         mix=mix,
         tool=tool,
@@ -133,4 +165,5 @@ def run_load_bench(
         p99_ms=raw["p99_ms"],
         checked_ok=checked,
         missing=missing,
+        bumps=bumps[0],
     )

@@ -9,6 +9,7 @@ page of offers for the same filter (joined to providers and GPU models, as the O
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import socket
 import sqlite3
@@ -158,6 +159,8 @@ class QueryRow:
     api: Timing
     page: Timing
     sql: Timing
+    api_cold: Timing  # the first request after an ingest (cached aggregates invalidated)
+    page_cold: Timing
     explain: list[str] = field(default_factory=list)
 
     @property
@@ -304,6 +307,18 @@ class RawConnection:
         self.lite.execute(count, count_params).fetchone()
         return rows
 
+    def bump_data_version(self) -> None:
+        """What every ingest does (app.data_cache): a new token, so the app's cached
+        aggregates stop matching and the next request computes them afresh."""
+        sql = "UPDATE data_version SET token = {mark} WHERE id = 1"
+        token = secrets.token_hex(8)
+        if self.pg is not None:
+            self.pg.execute(sql.format(mark="%s"), (token,))
+        else:
+            assert self.lite is not None
+            self.lite.execute(sql.format(mark="?"), (token,))
+            self.lite.commit()
+
     def explain(self, fs: FilterSet) -> list[str]:
         out: list[str] = []
         for sql, params in raw_sql(fs, self.db.is_pg):
@@ -339,6 +354,36 @@ def time_sql(conn: RawConnection, fs: FilterSet, repeat: int, warmup: int = 2) -
     )
 
 
+COLD_SAMPLES = 5
+
+
+def time_cold(
+    client: httpx.Client, conn: RawConnection, path: str, samples: int = COLD_SAMPLES
+) -> Timing:
+    """Requests each right after a data-version bump: the first visitor after a scrape."""
+    latencies: list[float] = []
+    failures = 0
+    status = None
+    for _ in range(samples):
+        conn.bump_data_version()
+        start = time.perf_counter()
+        try:
+            response = client.get(path)
+            _ = response.content
+            status = response.status_code
+            failures += status >= 400
+        except httpx.HTTPError:
+            failures += 1
+        latencies.append(time.perf_counter() - start)
+    return Timing(
+        p50_ms=percentile(latencies, 50) * 1000,
+        p95_ms=max(latencies) * 1000,  # with 5 samples the max is the honest tail
+        n=samples,
+        failures=failures,
+        status=status,
+    )
+
+
 def run_query_bench(db: BenchDb, repeat: int) -> tuple[list[QueryRow], str | None]:
     """Latency rows per filter set; the second value notes endpoints that are not there."""
     rows: list[QueryRow] = []
@@ -353,55 +398,12 @@ def run_query_bench(db: BenchDb, repeat: int) -> tuple[list[QueryRow], str | Non
                 api = time_http(client, f"/api/offers{suffix}", repeat)
                 page = time_http(client, f"/{suffix}", repeat)
                 sql = time_sql(conn, fs, repeat)
-                rows.append(QueryRow(fs.name, fs.workload, api, page, sql, conn.explain(fs)))
+                api_cold = time_cold(client, conn, f"/api/offers{suffix}")
+                page_cold = time_cold(client, conn, f"/{suffix}")
+                rows.append(
+                    QueryRow(
+                        fs.name, fs.workload, api, page, sql, api_cold, page_cold, conn.explain(fs)
+                    )
+                )
     conn.close()
     return rows, note
-
-
-# What-if: the expression indexes that would serve the default sort (price per GPU-hour as
-# app.queries computes it: coalesce(on-demand, spot) / gpu_count), with and without a GPU filter.
-WHAT_IF_INDEXES = (
-    "CREATE INDEX bench_whatif_price ON offers "
-    "(active, (coalesce(price_per_hour, spot_price_per_hour) / gpu_count), id)",
-    "CREATE INDEX bench_whatif_gpu_price ON offers "
-    "(active, gpu_model_slug, (coalesce(price_per_hour, spot_price_per_hour) / gpu_count), id)",
-)
-
-
-@dataclass
-class WhatIfRow:
-    filter: str
-    before_ms: float
-    after_ms: float
-
-
-def index_what_if(db: BenchDb, repeat: int = 15) -> list[WhatIfRow]:
-    """Raw SQL p50 (page + count) of the non-workload filter sets before/after WHAT_IF_INDEXES;
-    the indexes are dropped again."""
-    sets = [fs for fs in filter_sets() if not fs.workload]
-    conn = RawConnection(db)
-    before = [time_sql(conn, fs, repeat).p50_ms for fs in sets]
-    names = [ddl.split()[2] for ddl in WHAT_IF_INDEXES]
-    try:
-        for ddl in WHAT_IF_INDEXES:
-            if conn.pg is not None:
-                conn.pg.execute(ddl)
-            else:
-                assert conn.lite is not None
-                conn.lite.execute(ddl)
-        if conn.pg is not None:
-            conn.pg.execute("ANALYZE offers")
-        else:
-            assert conn.lite is not None
-            conn.lite.execute("ANALYZE")
-        after = [time_sql(conn, fs, repeat).p50_ms for fs in sets]
-    finally:
-        for name in names:
-            if conn.pg is not None:
-                conn.pg.execute(f"DROP INDEX IF EXISTS {name}")
-            else:
-                assert conn.lite is not None
-                conn.lite.execute(f"DROP INDEX IF EXISTS {name}")
-                conn.lite.commit()
-        conn.close()
-    return [WhatIfRow(fs.name, b, a) for fs, b, a in zip(sets, before, after, strict=True)]

@@ -75,9 +75,11 @@ def schema_of(engine: Engine) -> dict[str, Any]:
 
 
 def _expression_text(index: Any) -> str:
-    """An index's expressions, lower-cased without spaces, parentheses, casts or table prefix."""
+    """An index's expressions, lower-cased without spaces, parentheses, casts or table prefix
+    (Postgres prints a number it casts as a quoted string: '-1.0'::numeric::double precision)."""
     text_ = " ".join(str(e) for e in index.expressions).lower().replace("offers.", "")
     text_ = re.sub(r"::[a-z ]+", "", text_)
+    text_ = re.sub(r"'(-?[0-9.]+)'", r"\1", text_)
     return re.sub(r"[\s()]", "", text_)
 
 

@@ -6,10 +6,11 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from app import queries
-from app.fit import Workload, assess_offer, estimate_memory, rank_key
+from app.data_cache import bump_data_version
+from app.fit import OfferFacts, Workload, assess_offer, estimate_memory, rank_key
 from app.queries import OfferFilters, all_rows, offer_facts, search_offers
 from tests.web.helpers import QLORA_8B
 
@@ -177,3 +178,32 @@ def test_ranked_pages_tile_the_whole_list(session: Session, sample_loaded: int) 
             paged += page_ids(session, workload, limit=29, offset=offset)[2]
         assert paged == whole, workload
         assert 0 < fitting < total
+
+
+def test_fit_assessments_outlive_an_ingest(
+    session_factory: sessionmaker[Session], sample_loaded: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A scrape invalidates the cached aggregates, but a shape's fit depends only on the
+    # workload and the shape: the next request after an ingest re-assesses nothing it knows.
+    queries.forget_fit_assessments()
+    calls: list[OfferFacts] = []
+    real = queries.assess_offer
+
+    def counting(workload: Workload, estimate: Any, facts: OfferFacts, **kw: Any) -> Any:
+        calls.append(facts)
+        return real(workload, estimate, facts, **kw)
+
+    monkeypatch.setattr(queries, "assess_offer", counting)
+    workload = Workload(model="llama-3.1-8b", method="qlora")
+    with session_factory() as session:
+        before = page_ids(session, workload)
+    assert calls
+    calls.clear()
+    with session_factory.begin() as session:
+        bump_data_version(session)
+    with session_factory() as session:
+        assert page_ids(session, workload) == before
+    assert calls == []
+    with session_factory() as session:
+        page_ids(session, Workload(model="llama-3.1-8b", method="lora"))
+    assert calls  # another workload is assessed afresh
