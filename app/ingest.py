@@ -242,8 +242,8 @@ def _insert_history(session: Session, points: Sequence[tuple[Any, ...]]) -> None
         )
 
 
-def _write(session: Session, plan: _Plan, source: str, now: datetime) -> None:
-    new_ids = _insert_offers(session, plan, source, now)
+def _update_offers(session: Session, plan: _Plan, now: datetime) -> None:
+    """Rewrite changed offers, move last seen on unchanged ones, deactivate the missing."""
     no_sync = {"synchronize_session": False}
     if plan.rewrite:
         # ORM bulk UPDATE by primary key: one executemany.
@@ -258,6 +258,11 @@ def _write(session: Session, plan: _Plan, source: str, now: datetime) -> None:
             update(Offer).where(Offer.id.in_(ids)).values(active=False),
             execution_options=no_sync,
         )
+
+
+def _write(session: Session, plan: _Plan, source: str, now: datetime) -> None:
+    new_ids = _insert_offers(session, plan, source, now)
+    _update_offers(session, plan, now)
     history = [(new_ids[key], values) for key, values in plan.new] + plan.history
     _insert_history(
         session, [(offer_id, now, *(v[i] for i in _HISTORY_POS)) for offer_id, v in history]

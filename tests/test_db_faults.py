@@ -9,6 +9,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
+import app.ingest as ingest_module
 import app.scrape_runner as runner_module
 from app.ingest import ingest_records
 from app.scrape_runner import ScrapeRunner
@@ -45,3 +46,40 @@ async def test_connection_killed_mid_ingest(
 
     monkeypatch.undo()
     assert (await runner.run(CUDO)).status == "ok"  # and the next scrape recovers
+
+
+def _fail(step: str) -> Any:
+    def failing(*args: Any, **kwargs: Any) -> None:
+        raise OSError(f"could not write: disk full during {step}")
+
+    return failing
+
+
+# Ingest writes in this order (new offers, updates, history, data version); a failure at any
+# step must leave every earlier step unsaved.
+WRITE_STEPS = ("_update_offers", "_insert_history", "bump_data_version")
+
+
+@pytest.mark.parametrize("step", WRITE_STEPS)
+async def test_write_failing_midway_keeps_nothing(
+    step: str,
+    runner: ScrapeRunner,
+    server: FeedServer,
+    session_factory: sessionmaker[Session],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    server.serve("/cudo/vms.csv", catalog(0.37, rows=3), content_type="text/csv")
+    assert (await runner.run(CUDO)).status == "ok"
+    before = snapshot(session_factory)
+
+    # The next scrape adds an offer, reprices the others and drops none: every kind of write.
+    monkeypatch.setattr(ingest_module, step, _fail(step))
+    server.serve("/cudo/vms.csv", catalog(0.99, rows=4), content_type="text/csv")
+    result = await runner.run(CUDO)
+
+    assert result.status == "failed"
+    assert result.error and "disk full" in result.error
+    assert snapshot(session_factory) == before
+    monkeypatch.undo()
+    assert (await runner.run(CUDO)).status == "ok"
+    assert snapshot(session_factory) != before

@@ -30,12 +30,16 @@ def catalog(price: float = 0.37, rows: int = 4) -> str:
 
 
 def snapshot(factory: sessionmaker[Session]) -> list[tuple[object, ...]]:
+    """Everything a scrape writes: each offer's stored columns and each history point."""
     with factory() as session:
-        offers = session.execute(
-            select(Offer.instance_type, Offer.price_per_hour, Offer.active).order_by(Offer.id)
-        )
-        points = session.scalar(select(func.count()).select_from(PricePoint))
-        return [*offers, ("history", points)]
+        offers = session.execute(select(Offer).order_by(Offer.id)).scalars()
+        rows: list[tuple[object, ...]] = [
+            tuple(getattr(o, c.key) for c in Offer.__table__.columns) for o in offers
+        ]
+        points = session.execute(
+            select(*PricePoint.__table__.columns).order_by(PricePoint.id)
+        ).all()
+        return [*rows, *(("history", *p) for p in points)]
 
 
 def runs(factory: sessionmaker[Session]) -> list[tuple[str, str | None]]:
