@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app import queries
 from app.data_cache import bump_data_version
 from app.fit import OfferFacts, Workload, assess_offer, estimate_memory, rank_key
-from app.queries import OfferFilters, all_rows, offer_facts, search_offers
+from app.queries import OfferFilters, all_rows, assess, offer_facts, ranking, search_offers
 from tests.web.helpers import QLORA_8B
 
 
@@ -161,7 +161,7 @@ def test_sql_ranking_equals_in_memory_ranking(
     for workload in WORKLOADS:
         sql = [page_ids(session, workload, **case) for case in cases]
         with monkeypatch.context() as patch:
-            patch.setattr(queries, "MAX_SQL_SHAPES", 0)
+            patch.setattr(ranking, "MAX_SQL_SHAPES", 0)
             in_memory = [page_ids(session, workload, **case) for case in cases]
         for case, got, want in zip(cases, sql, in_memory, strict=True):
             assert got == want, (workload, case)
@@ -187,13 +187,13 @@ def test_fit_assessments_outlive_an_ingest(
     # workload and the shape: the next request after an ingest re-assesses nothing it knows.
     queries.forget_fit_assessments()
     calls: list[OfferFacts] = []
-    real = queries.assess_offer
+    real = assess.assess_offer
 
     def counting(workload: Workload, estimate: Any, facts: OfferFacts, **kw: Any) -> Any:
         calls.append(facts)
         return real(workload, estimate, facts, **kw)
 
-    monkeypatch.setattr(queries, "assess_offer", counting)
+    monkeypatch.setattr(assess, "assess_offer", counting)
     workload = Workload(model="llama-3.1-8b", method="qlora")
     with session_factory() as session:
         before = page_ids(session, workload)

@@ -1,0 +1,177 @@
+"""Fit assessment for the table: an offer's facts, the VRAM prefilter, and a process-wide
+cache of assessments (pure functions of workload, machine facts and market)."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import ColumnElement, and_, or_
+from sqlalchemy.orm import Session
+
+from app.fit import MemoryEstimate, OfferFacts, OfferFit, Workload, assess_offer, estimate_memory
+from app.fit.memory import per_gpu_breakdown
+from app.models import Offer
+from app.queries.params import WORKLOAD_SORTS, Sort
+from app.queries.rows import OfferRow, RankedOffer, fetch_rows, row_select
+
+
+def offer_facts(row: OfferRow) -> OfferFacts:
+    """The fit engine's view of one offer."""
+    return OfferFacts(
+        gpu_count=row.gpu_count,
+        vram_gib_per_gpu=row.vram_gib_per_gpu,
+        bf16_tflops=row.bf16_tflops,
+        fp16_tflops=row.fp16_tflops,
+        memory_type=row.memory_type,
+        interconnect=row.interconnect,
+        nvlink_gbps=row.nvlink_gbps,
+        network=row.network,
+        network_gbps=row.network_gbps,
+        billing=row.billing,
+        price_per_hour=row.price_per_hour,
+        spot_price_per_hour=row.spot_price_per_hour,
+        spot=row.spot,
+        availability=row.availability,
+    )
+
+
+@dataclass(frozen=True)
+class VramBounds:
+    """Lower bounds any fitting offer meets: per-GPU VRAM, and total VRAM of whole-GPU offers."""
+
+    per_gpu_gib: float
+    total_gib: float
+
+
+# The SQL prefilter must never drop an offer that fits; shave a little off for float noise.
+_BOUND_SLACK = 0.999
+_MANY_GPUS = 1024
+
+
+def vram_bounds(workload: Workload, estimate: MemoryEstimate) -> VramBounds:
+    """Sound lower bounds on what a fitting offer needs (see assess_offer's layouts).
+
+    Per GPU: no layout needs less than ZeRO-3 over very many GPUs (only activations, logits and
+    overheads stay) or the job alone on one GPU. In total: n GPUs each holding their share need
+    at least what one GPU holding everything needs, since sharding only splits model states.
+    """
+    arch = estimate.arch
+    one = per_gpu_breakdown(workload, arch, 1, workload.sharding).total_gib
+    spread = per_gpu_breakdown(workload, arch, _MANY_GPUS, "zero3").total_gib
+    return VramBounds(per_gpu_gib=min(one, spread) * _BOUND_SLACK, total_gib=one * _BOUND_SLACK)
+
+
+def candidate_clause(bounds: VramBounds) -> ColumnElement[bool]:
+    """Offers whose VRAM could hold the job (the fit ranking's SQL prefilter)."""
+    return and_(Offer.vram_gib_per_gpu >= bounds.per_gpu_gib, _total_vram_clause(bounds))
+
+
+def _total_vram_clause(bounds: VramBounds) -> ColumnElement[bool]:
+    # Fractional (shared) GPUs count as one whole GPU for memory, so the total bound skips them.
+    return or_(Offer.gpu_count < 1, Offer.vram_gib_total >= bounds.total_gib)
+
+
+def shape_member_clause(bounds: VramBounds) -> ColumnElement[bool]:
+    """`candidate_clause` for offers joined to candidate shapes by their exact VRAM per GPU.
+
+    The shapes met the per-GPU bound already, so it is left out: beside the join's equality on
+    that column, SQLite's planner would take the range instead and stop using the shape index
+    after its fourth column.
+    """
+    return _total_vram_clause(bounds)
+
+
+def rest_clause(bounds: VramBounds) -> ColumnElement[bool]:
+    """The complement of `candidate_clause`, NULL-safe (unknown VRAM never fits)."""
+    return or_(
+        Offer.vram_gib_per_gpu.is_(None),
+        Offer.vram_gib_per_gpu < bounds.per_gpu_gib,
+        and_(
+            Offer.gpu_count >= 1,
+            or_(Offer.vram_gib_total.is_(None), Offer.vram_gib_total < bounds.total_gib),
+        ),
+    )
+
+
+class Assessor:
+    """assess_offer with a cache: offers with identical facts (common in lists) share a result.
+
+    The fit is a pure function of (workload, facts, market), so results outlive the data
+    version: after an ingest only shapes never seen before are assessed again.
+    """
+
+    def __init__(self, workload: Workload, *, use_spot: bool) -> None:
+        self.workload, self.use_spot = workload, use_spot
+        self.estimate = estimate_memory(workload)
+
+    def __call__(self, facts: OfferFacts) -> OfferFit:
+        key = (self.workload, self.use_spot, facts)
+        with _FIT_LOCK:
+            fit = _FIT_CACHE.get(key)
+            if fit is not None:
+                _FIT_CACHE.move_to_end(key)
+                return fit
+        fit = assess_offer(self.workload, self.estimate, facts, use_spot=self.use_spot)
+        with _FIT_LOCK:
+            _FIT_CACHE[key] = fit
+            while len(_FIT_CACHE) > _FIT_CACHE_SIZE:
+                _FIT_CACHE.popitem(last=False)
+        return fit
+
+
+# A few hundred shapes per workload: room for the recent workloads of every visitor.
+_FIT_CACHE_SIZE = 100_000
+_FIT_CACHE: OrderedDict[tuple[Workload, bool, OfferFacts], OfferFit] = OrderedDict()
+_FIT_LOCK = threading.Lock()
+
+
+def forget_fit_assessments() -> None:
+    """Empty the process-wide fit cache (tests)."""
+    with _FIT_LOCK:
+        _FIT_CACHE.clear()
+
+
+def assess_row(row: OfferRow, workload: Workload, *, use_spot: bool = False) -> OfferFit:
+    """The fit of `workload` on one offer (offer and detail pages)."""
+    estimate = estimate_memory(workload)
+    return assess_offer(workload, estimate, offer_facts(row), use_spot=use_spot)
+
+
+def job_price(
+    *,
+    price_per_hour: float | None,
+    spot_price_per_hour: float | None,
+    spot: bool,
+    use_spot: bool,
+) -> float | None:
+    """The hourly price assess_offer bills a job at (kept in step with app.fit.offers)."""
+    if spot or use_spot:
+        if spot_price_per_hour is not None:
+            return spot_price_per_hour
+        return price_per_hour if spot else None
+    return price_per_hour
+
+
+def full_rows(session: Session, ids: Sequence[int], assess: Assessor) -> list[RankedOffer]:
+    """Full rows with their full assessment, in the order of `ids`."""
+    if not ids:
+        return []
+    by_id = {row.id: row for row in fetch_rows(session, row_select().where(Offer.id.in_(ids)))}
+    return [RankedOffer(by_id[i], assess(offer_facts(by_id[i]))) for i in ids]
+
+
+@dataclass(frozen=True)
+class RankedHead:
+    """The page's share of the prefiltered offers: fitting ones (ranked), then near misses."""
+
+    ids: list[int]  # in page order
+    n_fit: int  # fitting offers in all
+    n_missed: int  # prefiltered offers no layout fits (near misses) in all
+
+
+def rest_sort(sort: Sort) -> Sort:
+    """How offers that do not fit are ordered: fit and cost mean nothing for them."""
+    return "price_per_gpu" if sort in WORKLOAD_SORTS else sort

@@ -1,0 +1,172 @@
+"""The table's query parameters: sorts, labels, the validated filter model and parsing."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Annotated, Any, Literal, get_origin
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+from app.fit import Workload
+from app.fit.query import workload_from_query
+
+Sort = Literal["fit", "cost", "price", "price_per_gpu", "vram", "newest"]
+Market = Literal["any", "on_demand", "spot"]
+InterconnectValue = Literal["nvswitch", "nvlink", "pcie", "unknown"]
+NetworkValue = Literal["infiniband", "roce", "efa", "ethernet", "none", "unknown"]
+BillingValue = Literal["second", "minute", "hour", "unknown"]
+AvailabilityValue = Literal["in_stock", "limited", "out", "unknown"]
+
+SORT_LABELS: dict[str, str] = {
+    "fit": "Best fit",
+    "cost": "Total job cost",
+    "price": "Price per hour",
+    "price_per_gpu": "Price per GPU-hour",
+    "vram": "VRAM (most first)",
+    "newest": "Newest",
+}
+WORKLOAD_SORTS = ("fit", "cost")
+# The workload query parameters of /api/estimate (app.fit.query), shared by every table.
+WORKLOAD_KEYS = (
+    "model",
+    "params_b",
+    "method",
+    "precision",
+    "optimizer",
+    "batch_size",
+    "seq_len",
+    "grad_checkpointing",
+    "lora_rank",
+    "sharding",
+    "gpus",
+    "tokens",
+)
+DEFAULT_SORT: Sort = "price_per_gpu"
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 1000
+LABELS: dict[str, str] = {
+    "nvswitch": "NVSwitch",
+    "nvlink": "NVLink",
+    "pcie": "PCIe",
+    "infiniband": "InfiniBand",
+    "roce": "RoCE",
+    "efa": "EFA",
+    "ethernet": "Ethernet",
+    "none": "none",
+    "second": "per second",
+    "minute": "per minute",
+    "hour": "per hour",
+    "in_stock": "in stock",
+    "limited": "limited",
+    "out": "out of stock",
+    "unknown": "unknown",
+    "on_demand": "on-demand",
+    "spot": "spot",
+    "nvidia": "NVIDIA",
+    "amd": "AMD",
+    "intel": "Intel",
+}
+
+
+def _blank_to_none(value: Any) -> Any:
+    """An empty form field means "no filter", not an invalid number."""
+    if isinstance(value, str) and not value.strip():
+        return None
+    return value
+
+
+def _drop_blanks(value: Any) -> Any:
+    if isinstance(value, list):
+        return [v for v in value if not (isinstance(v, str) and not v.strip())]
+    return value
+
+
+OptFloat = Annotated[
+    Annotated[float, Field(ge=0, le=1_000_000)] | None, BeforeValidator(_blank_to_none)
+]
+
+
+def _strs(values: Any) -> Any:
+    return [v.strip() for v in _drop_blanks(values)] if isinstance(values, list) else values
+
+
+StrList = Annotated[list[Annotated[str, Field(max_length=200)]], BeforeValidator(_strs)]
+
+
+class OfferFilters(BaseModel):
+    """The table's query parameters (filters, sort, page); workload params live in app.fit."""
+
+    model_config = ConfigDict(frozen=True, allow_inf_nan=False, extra="ignore")
+
+    gpu: StrList = Field(default_factory=list, max_length=100)
+    vendor: Annotated[list[Literal["nvidia", "amd", "intel"]], BeforeValidator(_drop_blanks)] = (
+        Field(default_factory=list)
+    )
+    provider: StrList = Field(default_factory=list, max_length=100)
+    continent: StrList = Field(default_factory=list, max_length=20)
+    region: StrList = Field(default_factory=list, max_length=200)
+    gpu_count: Annotated[
+        list[Annotated[float, Field(gt=0, le=1024)]], BeforeValidator(_drop_blanks)
+    ] = Field(default_factory=list, max_length=50)
+    min_vram: OptFloat = None
+    min_vram_total: OptFloat = None
+    market: Annotated[Market, BeforeValidator(lambda v: _blank_to_none(v) or "any")] = "any"
+    nvlink: bool = False
+    interconnect: Annotated[list[InterconnectValue], BeforeValidator(_drop_blanks)] = Field(
+        default_factory=list
+    )
+    network: Annotated[list[NetworkValue], BeforeValidator(_drop_blanks)] = Field(
+        default_factory=list
+    )
+    billing: Annotated[list[BillingValue], BeforeValidator(_drop_blanks)] = Field(
+        default_factory=list
+    )
+    availability: Annotated[list[AvailabilityValue], BeforeValidator(_drop_blanks)] = Field(
+        default_factory=list
+    )
+    in_stock: bool = False
+    max_price_per_hour: OptFloat = None
+    max_price_per_gpu_hour: OptFloat = None
+    q: Annotated[Annotated[str, Field(max_length=100)] | None, BeforeValidator(_blank_to_none)] = (
+        None
+    )
+    include_inactive: bool = False
+    fits_only: bool = False
+    sort: Annotated[Sort | None, BeforeValidator(_blank_to_none)] = None
+    limit: int = Field(default=DEFAULT_LIMIT, ge=1, le=MAX_LIMIT)
+    offset: int = Field(default=0, ge=0, le=10_000_000)
+
+
+LIST_KEYS = frozenset(
+    name for name, info in OfferFilters.model_fields.items() if get_origin(info.annotation) is list
+)
+
+
+def filters_from_args(args: Sequence[tuple[str, str]]) -> OfferFilters:
+    """OfferFilters from query pairs (repeated keys for lists); raises pydantic ValidationError."""
+    data: dict[str, Any] = {}
+    for key, value in args:
+        if key in LIST_KEYS:
+            data.setdefault(key, []).append(value)
+        elif key in OfferFilters.model_fields and key not in data:
+            data[key] = value
+    return OfferFilters.model_validate(data)
+
+
+def workload_from_args(args: Sequence[tuple[str, str]]) -> Workload | None:
+    """The workload a query names (model or params_b), else None; blank values mean default.
+
+    Raises RequestValidationError naming the field, like the API's workload parameters.
+    """
+    values: dict[str, str] = {}
+    for key, value in args:
+        if key in WORKLOAD_KEYS and key not in values and value.strip():
+            values[key] = value.strip()
+    if "model" not in values and "params_b" not in values:
+        return None
+    return workload_from_query(**values)
+
+
+def filters_key(filters: OfferFilters) -> str:
+    """What selects the rows (not sort, page or fits_only): the key of cached aggregates."""
+    return filters.model_dump_json(exclude={"sort", "limit", "offset", "fits_only"})

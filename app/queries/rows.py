@@ -1,0 +1,197 @@
+"""Offer rows as tables show them, pages of them, and counts (cached until the next ingest)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import ColumnElement, Select, func, select
+from sqlalchemy.orm import Session
+
+from app import data_cache
+from app.fit import MemoryEstimate, OfferFit
+from app.gpus.catalog import UNKNOWN
+from app.models import GpuModel, Offer, Provider
+from app.queries.filters import order_by, where_clauses
+from app.queries.params import OfferFilters, Sort
+
+
+@dataclass(frozen=True)
+class OfferRow:
+    """One offer with its provider and GPU details: what tables and the fit engine need."""
+
+    id: int
+    provider: str
+    provider_name: str
+    source: str
+    instance_type: str
+    region: str
+    continent: str | None
+    spot: bool
+    gpu_model: str
+    gpu_name: str
+    gpu_vendor: str | None
+    gpu_raw_name: str
+    gpu_count: float
+    vram_gib_per_gpu: float | None
+    vram_gib_total: float | None
+    vcpus: float | None
+    ram_gib: float | None
+    disk_gib: float | None
+    interconnect: str
+    network: str
+    network_gbps: float | None
+    price_per_hour: float | None
+    spot_price_per_hour: float | None
+    price_per_gpu_hour: float | None
+    currency: str
+    billing: str
+    availability: str
+    availability_count: int | None
+    first_seen: datetime
+    last_seen: datetime
+    active: bool
+    bf16_tflops: float | None
+    fp16_tflops: float | None
+    memory_type: str | None
+    nvlink_gbps: float | None
+
+    @property
+    def spot_price_per_gpu_hour(self) -> float | None:
+        spot = self.spot_price_per_hour
+        return None if spot is None else spot / self.gpu_count
+
+
+_ROW_COLUMNS: tuple[Any, ...] = (
+    Offer.id,
+    Offer.provider_id,
+    Provider.display_name,
+    Offer.source,
+    Offer.instance_type,
+    Offer.region,
+    Offer.continent,
+    Offer.spot,
+    Offer.gpu_model_slug,
+    GpuModel.name,
+    GpuModel.vendor,
+    Offer.gpu_raw_name,
+    Offer.gpu_count,
+    Offer.vram_gib_per_gpu,
+    Offer.vram_gib_total,
+    Offer.vcpus,
+    Offer.ram_gib,
+    Offer.disk_gib,
+    Offer.interconnect,
+    Offer.network,
+    Offer.network_gbps,
+    Offer.price_per_hour,
+    Offer.spot_price_per_hour,
+    Offer.price_per_gpu_hour,
+    Offer.currency,
+    Offer.billing,
+    Offer.availability,
+    Offer.availability_count,
+    Offer.first_seen,
+    Offer.last_seen,
+    Offer.active,
+    GpuModel.bf16_tflops,
+    GpuModel.fp16_tflops,
+    GpuModel.memory_type,
+    GpuModel.nvlink_gbps,
+)
+
+
+def row_select() -> Select[Any]:
+    return (
+        select(*_ROW_COLUMNS)
+        .join(Provider, Provider.id == Offer.provider_id)
+        .outerjoin(GpuModel, GpuModel.slug == Offer.gpu_model_slug)
+    )
+
+
+def _to_row(raw: Sequence[Any]) -> OfferRow:
+    values = list(raw)
+    slug = values[8]
+    values[8] = slug or UNKNOWN
+    # An offer whose GPU is not in the catalog shows the provider's own spelling.
+    values[9] = values[9] or values[11]
+    return OfferRow(*values)
+
+
+def fetch_rows(session: Session, stmt: Select[Any]) -> list[OfferRow]:
+    return [_to_row(r) for r in session.execute(stmt)]
+
+
+def get_offer(session: Session, *, offer_id: int) -> OfferRow | None:
+    """One offer by id (active or not), or None."""
+    rows = fetch_rows(session, row_select().where(Offer.id == offer_id))
+    return rows[0] if rows else None
+
+
+@dataclass(frozen=True)
+class RankedOffer:
+    """A table row: the offer, and its fit when a workload is set."""
+
+    row: OfferRow
+    fit: OfferFit | None = None
+
+
+@dataclass(frozen=True)
+class OfferPage:
+    """A page of offers and what produced it."""
+
+    total: int
+    offers: list[RankedOffer]
+    limit: int
+    offset: int
+    sort: Sort
+    caption: str
+    estimate: MemoryEstimate | None = None
+    fitting: int | None = None  # how many offers fit, when a workload is set
+
+
+def count_offers(session: Session, *, filters: OfferFilters) -> int:
+    """How many offers the filters select (cached until the next ingest)."""
+    return count_where(session, filters=filters, extra=[])
+
+
+def all_rows(
+    session: Session, *, filters: OfferFilters, extra: Sequence[ColumnElement[bool]] = ()
+) -> list[OfferRow]:
+    """Every filtered offer (no pagination), e.g. the fit candidates; `extra` narrows further."""
+    stmt = row_select().where(*where_clauses(filters), *extra)
+    return fetch_rows(session, stmt)
+
+
+def page_rows(
+    session: Session,
+    *,
+    filters: OfferFilters,
+    sort: Sort,
+    extra: Sequence[ColumnElement[bool]] = (),
+    limit: int,
+    offset: int,
+) -> list[OfferRow]:
+    """One SQL-sorted page of filtered offers narrowed by `extra`."""
+    if limit <= 0:
+        return []
+    stmt = (
+        row_select()
+        .where(*where_clauses(filters), *extra)
+        .order_by(*order_by(sort, filters))
+        .limit(limit)
+        .offset(offset)
+    )
+    return fetch_rows(session, stmt)
+
+
+def count_where(
+    session: Session, *, filters: OfferFilters, extra: Sequence[ColumnElement[bool]]
+) -> int:
+    """How many filtered offers also satisfy `extra` (cached until the next ingest)."""
+    stmt = select(func.count()).select_from(Offer).where(*where_clauses(filters), *extra)
+    # The compiled SQL with its literal parameters names exactly what is counted.
+    key = str(stmt.compile(compile_kwargs={"literal_binds": True}))
+    return data_cache.cached(session, "count", key, lambda: int(session.scalar(stmt) or 0))
