@@ -68,6 +68,8 @@ _GPU_FACT_COLUMNS: tuple[Any, ...] = (
 
 @dataclass(frozen=True)
 class Shape:
+    """One machine shape among the candidates: its offers share a price-free fit."""
+
     key: tuple[Any, ...]  # _SHAPE_COLUMNS' values, NULLs replaced by the stand-ins
     facts: OfferFacts  # price-free
     count: int
