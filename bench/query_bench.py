@@ -9,7 +9,6 @@ page of offers for the same filter (joined to providers and GPU models, as the O
 from __future__ import annotations
 
 import os
-import secrets
 import signal
 import socket
 import sqlite3
@@ -25,8 +24,11 @@ from urllib.parse import urlencode
 
 import httpx
 import psycopg
+from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 
+from app.data_cache import bump_data_version
+from app.db import make_engine, make_session_factory, session_scope
 from app.fit import Workload, estimate_memory
 from bench.dbs import OUT, BenchDb, psycopg_dsn
 from bench.loadgen import percentile
@@ -286,6 +288,7 @@ def time_http(
 class RawConnection:
     def __init__(self, db: BenchDb) -> None:
         self.db = db
+        self.engine: Engine | None = None  # made on the first bump
         if db.is_pg:
             self.pg: psycopg.Connection[Any] | None = psycopg.connect(
                 psycopg_dsn(db.url), autocommit=True
@@ -308,16 +311,12 @@ class RawConnection:
         return rows
 
     def bump_data_version(self) -> None:
-        """What every ingest does (app.data_cache): a new token, so the app's cached
-        aggregates stop matching and the next request computes them afresh."""
-        sql = "UPDATE data_version SET token = {mark} WHERE id = 1"
-        token = secrets.token_hex(8)
-        if self.pg is not None:
-            self.pg.execute(sql.format(mark="%s"), (token,))
-        else:
-            assert self.lite is not None
-            self.lite.execute(sql.format(mark="?"), (token,))
-            self.lite.commit()
+        """What every ingest does: app.data_cache.bump_data_version in its own transaction, so
+        the app's cached aggregates stop matching and the next request computes them afresh."""
+        if self.engine is None:
+            self.engine = make_engine(self.db.url)
+        with session_scope(make_session_factory(self.engine)) as session:
+            bump_data_version(session)
 
     def explain(self, fs: FilterSet) -> list[str]:
         out: list[str] = []
@@ -332,6 +331,8 @@ class RawConnection:
         return out
 
     def close(self) -> None:
+        if self.engine is not None:
+            self.engine.dispose()
         if self.pg is not None:
             self.pg.close()
         if self.lite is not None:
