@@ -157,7 +157,7 @@ Index(
 )
 
 
-def job_price_sql(*, use_spot: bool) -> Any:
+def job_price_sql(*, use_spot: bool) -> ColumnElement[Any]:
     """The hourly price a job on the offer is billed at (app.queries.job_price, in SQL)."""
     spot_listing = func.coalesce(Offer.spot_price_per_hour, Offer.price_per_hour)
     other = Offer.spot_price_per_hour if use_spot else Offer.price_per_hour

@@ -86,8 +86,8 @@ def shape_groups(session: Session, filters: OfferFilters, bounds: VramBounds) ->
             select(
                 *_SHAPE_COLUMNS,
                 func.count().label("n"),
-                func.min(job_price_expr(use_spot=False)).label("min_on_demand"),
-                func.min(job_price_expr(use_spot=True)).label("min_spot"),
+                func.min(job_price_sql(use_spot=False)).label("min_on_demand"),
+                func.min(job_price_sql(use_spot=True)).label("min_spot"),
             )
             .where(*where_clauses(filters), candidate_clause(bounds))
             .group_by(*_SHAPE_COLUMNS)
@@ -134,12 +134,6 @@ def shape_groups(session: Session, filters: OfferFilters, bounds: VramBounds) ->
 
     cache_key = (filters_key(filters), bounds.per_gpu_gib, bounds.total_gib)
     return data_cache.cached(session, "fit_shapes", cache_key, compute)
-
-
-def job_price_expr(*, use_spot: bool) -> ColumnElement[Any]:
-    """SQL twin of `job_price`: the hourly price a job on the offer is billed at."""
-    expr: ColumnElement[Any] = job_price_sql(use_spot=use_spot)
-    return expr
 
 
 _KEY_VALUE_COLUMNS = (
@@ -247,7 +241,7 @@ def ranked_ids(
         ]
     table = _shapes_table(session, fitting, with_rank=True, max_cost=max_cost)
     # A column that is NULL in every VALUES row has no type on Postgres: cast it.
-    cost = cast(table.c.billed_hours, Float) * job_price_expr(use_spot=use_spot)
+    cost = cast(table.c.billed_hours, Float) * job_price_sql(use_spot=use_spot)
     ties = [cast(c, Float).asc() for c in table.c if c.name.startswith("t")]
     hours = cast(table.c.hours, Float)
     stmt = (
@@ -261,7 +255,7 @@ def ranked_ids(
     if max_cost is not None:
         # The per-shape price ceiling is implied by the cost bound; it is what lets the
         # shape index (ix_offers_active_shape_job_price) read only the offers that can make it.
-        price = job_price_expr(use_spot=use_spot)
+        price = job_price_sql(use_spot=use_spot)
         stmt = stmt.where(cost <= max_cost, price <= cast(table.c.max_price, Float))
     return list(session.scalars(stmt))
 
