@@ -11,7 +11,8 @@ import os
 import random
 import sqlite3
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cache
@@ -24,6 +25,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from app.catalog_sync import sync_gpu_catalog
+from app.data_cache import bump_data_version
 from app.db import make_engine, make_session_factory, session_scope
 from app.gpus.catalog import load_catalog
 from app.ingest import offer_values
@@ -103,6 +105,23 @@ def reset_db(db: BenchDb) -> None:
     with session_scope(make_session_factory(engine)) as session:
         sync_gpu_catalog(session)
     engine.dispose()
+
+
+@contextmanager
+def scrape_landing(db: BenchDb) -> Iterator[Callable[[], None]]:
+    """Yields a function that does to the app's caches what every ingest does: a new
+    data-version token (app.data_cache.bump_data_version) in its own transaction."""
+    engine = make_engine(db.url)
+    sessions = make_session_factory(engine)
+
+    def land() -> None:
+        with session_scope(sessions) as session:
+            bump_data_version(session)
+
+    try:
+        yield land
+    finally:
+        engine.dispose()
 
 
 def bench_dbs(pg: bool, tag: str = "") -> list[BenchDb]:

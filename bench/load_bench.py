@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import httpx
 
-from bench.dbs import OUT, BenchDb
-from bench.query_bench import RawConnection, filter_sets, serve
+from bench.dbs import OUT, BenchDb, scrape_landing
+from bench.query_bench import filter_sets, serve
 
 MAX_DURATION_S = 60
 
@@ -102,28 +102,27 @@ def _loadgen(base: str, paths: list[str], duration: int, connections: int) -> di
 
 @contextmanager
 def _scrapes_landing(db: BenchDb, every_s: float | None) -> Iterator[list[int]]:
-    """Bump the data version every `every_s` seconds while the block runs, as landing scrapes
-    do; yields a one-item list that ends up holding the number of bumps."""
+    """Land a scrape (bench.dbs.scrape_landing) every `every_s` seconds while the block runs;
+    yields a one-item list that ends up holding the number landed."""
     count = [0]
     if every_s is None:
         yield count
         return
     stop = threading.Event()
-    conn = RawConnection(db)
+    with scrape_landing(db) as land:
 
-    def loop() -> None:
-        while not stop.wait(every_s):
-            conn.bump_data_version()
-            count[0] += 1
+        def loop() -> None:
+            while not stop.wait(every_s):
+                land()
+                count[0] += 1
 
-    thread = threading.Thread(target=loop, daemon=True)
-    thread.start()
-    try:
-        yield count
-    finally:
-        stop.set()
-        thread.join()
-        conn.close()
+        thread = threading.Thread(target=loop, daemon=True)
+        thread.start()
+        try:
+            yield count
+        finally:
+            stop.set()
+            thread.join()
 
 
 def run_load_bench(

@@ -24,13 +24,10 @@ from urllib.parse import urlencode
 
 import httpx
 import psycopg
-from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 
-from app.data_cache import bump_data_version
-from app.db import make_engine, make_session_factory, session_scope
 from app.fit import Workload, estimate_memory
-from bench.dbs import OUT, BenchDb, psycopg_dsn
+from bench.dbs import OUT, BenchDb, psycopg_dsn, scrape_landing
 from bench.loadgen import percentile
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -288,7 +285,6 @@ def time_http(
 class RawConnection:
     def __init__(self, db: BenchDb) -> None:
         self.db = db
-        self.engine: Engine | None = None  # made on the first bump
         if db.is_pg:
             self.pg: psycopg.Connection[Any] | None = psycopg.connect(
                 psycopg_dsn(db.url), autocommit=True
@@ -310,14 +306,6 @@ class RawConnection:
         self.lite.execute(count, count_params).fetchone()
         return rows
 
-    def bump_data_version(self) -> None:
-        """What every ingest does: app.data_cache.bump_data_version in its own transaction, so
-        the app's cached aggregates stop matching and the next request computes them afresh."""
-        if self.engine is None:
-            self.engine = make_engine(self.db.url)
-        with session_scope(make_session_factory(self.engine)) as session:
-            bump_data_version(session)
-
     def explain(self, fs: FilterSet) -> list[str]:
         out: list[str] = []
         for sql, params in raw_sql(fs, self.db.is_pg):
@@ -331,8 +319,6 @@ class RawConnection:
         return out
 
     def close(self) -> None:
-        if self.engine is not None:
-            self.engine.dispose()
         if self.pg is not None:
             self.pg.close()
         if self.lite is not None:
@@ -359,14 +345,14 @@ COLD_SAMPLES = 5
 
 
 def time_cold(
-    client: httpx.Client, conn: RawConnection, path: str, samples: int = COLD_SAMPLES
+    client: httpx.Client, land: Callable[[], None], path: str, samples: int = COLD_SAMPLES
 ) -> Timing:
     """Requests each right after a data-version bump: the first visitor after a scrape."""
     latencies: list[float] = []
     failures = 0
     status = None
     for _ in range(samples):
-        conn.bump_data_version()
+        land()
         start = time.perf_counter()
         try:
             response = client.get(path)
@@ -390,21 +376,24 @@ def run_query_bench(db: BenchDb, repeat: int) -> tuple[list[QueryRow], str | Non
     rows: list[QueryRow] = []
     conn = RawConnection(db)
     note = None
-    with serve(db, workers=1, log_name=f"query-{db.name}") as base:
-        with httpx.Client(base_url=base, timeout=60) as client:
-            if client.get("/api/offers").status_code == 404:
-                note = "GET /api/offers is not in the tree yet (404)"
-            for fs in filter_sets():
-                suffix = f"?{fs.query}" if fs.query else ""
-                api = time_http(client, f"/api/offers{suffix}", repeat)
-                page = time_http(client, f"/{suffix}", repeat)
-                sql = time_sql(conn, fs, repeat)
-                api_cold = time_cold(client, conn, f"/api/offers{suffix}")
-                page_cold = time_cold(client, conn, f"/{suffix}")
-                rows.append(
-                    QueryRow(
-                        fs.name, fs.workload, api, page, sql, api_cold, page_cold, conn.explain(fs)
-                    )
+    with (
+        serve(db, workers=1, log_name=f"query-{db.name}") as base,
+        scrape_landing(db) as land,
+        httpx.Client(base_url=base, timeout=60) as client,
+    ):
+        if client.get("/api/offers").status_code == 404:
+            note = "GET /api/offers is not in the tree yet (404)"
+        for fs in filter_sets():
+            suffix = f"?{fs.query}" if fs.query else ""
+            api = time_http(client, f"/api/offers{suffix}", repeat)
+            page = time_http(client, f"/{suffix}", repeat)
+            sql = time_sql(conn, fs, repeat)
+            api_cold = time_cold(client, land, f"/api/offers{suffix}")
+            page_cold = time_cold(client, land, f"/{suffix}")
+            rows.append(
+                QueryRow(
+                    fs.name, fs.workload, api, page, sql, api_cold, page_cold, conn.explain(fs)
                 )
+            )
     conn.close()
     return rows, note
