@@ -10,13 +10,12 @@ from pathlib import Path
 from fastapi import APIRouter, FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from app import metrics
-from app.api import estimate, health, offers, providers
-from app.db import make_engine, make_session_factory
-from app.errors import install_error_handlers
-from app.metrics import LatencyMiddleware
-from app.security import BodySizeLimitMiddleware, SecurityHeadersMiddleware
-from app.settings import Settings, get_settings
+from app.api import estimate, health, metrics, offers, providers
+from app.core.errors import install_error_handlers
+from app.core.metrics import LatencyMiddleware
+from app.core.security import BodySizeLimitMiddleware, SecurityHeadersMiddleware
+from app.core.settings import Settings, get_settings
+from app.store.db import make_engine, make_session_factory
 from app.web import pages
 
 log = logging.getLogger("gpufit")
@@ -45,7 +44,7 @@ def create_app(settings: Settings | None = None, *, scheduler: bool | None = Non
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         sched = None
         if run_scheduler:
-            from app.scheduler import start_scheduler
+            from app.pipeline.scheduler import start_scheduler
 
             sched = start_scheduler(settings, engine, app.state.session_factory)
         try:

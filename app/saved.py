@@ -25,7 +25,6 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from app.fit import Workload
-from app.models import Offer, SavedSearch, SavedSearchEntry, SavedSearchState, utcnow
 from app.queries import (
     OfferFilters,
     OfferPage,
@@ -34,6 +33,7 @@ from app.queries import (
     search_offers,
     workload_from_args,
 )
+from app.store.models import Offer, SavedSearch, SavedSearchEntry, SavedSearchState, utcnow
 
 OWNER_COOKIE = "gpufit_owner"
 MAX_NAME = 200

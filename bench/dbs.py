@@ -24,14 +24,14 @@ import psycopg
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
-from app.catalog_sync import sync_gpu_catalog
-from app.data_cache import bump_data_version
-from app.db import make_engine, make_session_factory, session_scope
 from app.gpus.catalog import load_catalog
-from app.ingest import offer_values
-from app.migrate import upgrade
-from app.models import Provider
+from app.pipeline.catalog_sync import sync_gpu_catalog
+from app.pipeline.ingest import offer_values
 from app.records import OfferRecord
+from app.store.data_cache import bump_data_version
+from app.store.db import make_engine, make_session_factory, session_scope
+from app.store.migrate import upgrade
+from app.store.models import Provider
 from bench.generate import SEED, SyntheticOffer, generate_offers, history_points
 
 OUT = Path(__file__).resolve().parent / "out"
@@ -110,7 +110,7 @@ def reset_db(db: BenchDb) -> None:
 @contextmanager
 def scrape_landing(db: BenchDb) -> Iterator[Callable[[], None]]:
     """Yields a function that does to the app's caches what every ingest does: a new
-    data-version token (app.data_cache.bump_data_version) in its own transaction."""
+    data-version token (app.store.data_cache.bump_data_version) in its own transaction."""
     engine = make_engine(db.url)
     sessions = make_session_factory(engine)
 

@@ -17,8 +17,8 @@ import fastapi.routing
 from fastapi.testclient import TestClient
 from sqlalchemy import event, text
 
+from app.core.settings import Settings
 from app.main import create_app
-from app.settings import Settings
 from bench.dbs import BenchDb
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -22,9 +22,9 @@ from typing import Any
 import psycopg
 from sqlalchemy.engine import make_url
 
-from app.db import make_engine, make_session_factory
-from app.ingest import ingest_records
+from app.pipeline.ingest import ingest_records
 from app.records import OfferRecord
+from app.store.db import make_engine, make_session_factory
 from bench.dbs import (
     OFFER_COLUMNS,
     BenchDb,

@@ -488,7 +488,7 @@ def _report(
         "a driver connection; for workload filters it is the fit ranking's VRAM prefilter "
         "(app.queries `vram_bounds`: per-GPU and total VRAM lower bounds) "
         "sorted by $/GPU-h. Ratio = endpoint p50 / SQL p50. The cached aggregates "
-        "(app.data_cache: counts, facets, machine shapes) make repeated requests cheap until "
+        "(app.store.data_cache: counts, facets, machine shapes) make repeated requests cheap until "
         "the next ingest; the *cold* columns are the first request after one, measured "
         f"{COLD_SAMPLES} times per cell, each right after the data-version token was changed "
         "as an ingest changes it (fit assessments, pure functions of workload and machine "

@@ -5,9 +5,9 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import Connection
 
-from app.db import make_engine
-from app.models import Base
-from app.settings import get_settings
+from app.core.settings import get_settings
+from app.store.db import make_engine
+from app.store.models import Base
 
 config = context.config
 target_metadata = Base.metadata

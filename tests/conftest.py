@@ -17,14 +17,14 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db import make_engine, make_session_factory
+from app.core.settings import ProviderSettings, Settings
 from app.main import create_app
-from app.migrate import upgrade
-from app.models import Base
-from app.settings import ProviderSettings, Settings
+from app.store.db import make_engine, make_session_factory
+from app.store.migrate import upgrade
+from app.store.models import Base
 
 if TYPE_CHECKING:
-    from app.scrape_runner import ScrapeRunner
+    from app.pipeline.scrape_runner import ScrapeRunner
 from tests.feed_server import FeedServer, feed_server
 
 PG_URL = os.environ.get("GPUFIT_TEST_DATABASE_URL", "")
@@ -87,7 +87,7 @@ def _clear(engine: Engine) -> None:
 @pytest.fixture
 def session_factory(engine: Engine) -> Iterator[sessionmaker[Session]]:
     """A session factory on a database emptied before each test, with the GPU catalog synced."""
-    from app.catalog_sync import sync_gpu_catalog
+    from app.pipeline.catalog_sync import sync_gpu_catalog
 
     _clear(engine)
     factory = make_session_factory(engine)
@@ -122,7 +122,7 @@ def client(app: FastAPI) -> Iterator[TestClient]:
 @pytest.fixture
 def sample_loaded(session_factory: sessionmaker[Session]) -> int:
     """Load the bundled sample; returns the number of offers."""
-    from app.sample_loader import load_sample
+    from app.pipeline.sample_loader import load_sample
 
     with session_factory.begin() as session:
         return load_sample(session).offers
@@ -149,7 +149,7 @@ def runner(
 ) -> ScrapeRunner:
     """A runner on the test database whose skypilot-cudo feed is the local feed server."""
     import scrapers.http
-    from app.scrape_runner import ScrapeRunner
+    from app.pipeline.scrape_runner import ScrapeRunner
 
     monkeypatch.setattr(scrapers.http, "RETRY_BASE_SECONDS", 0.01)  # retries, but fast
 

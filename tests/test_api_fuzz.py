@@ -14,12 +14,12 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.db import make_engine, make_session_factory
+from app.core.settings import Settings
 from app.main import create_app
-from app.migrate import upgrade
+from app.pipeline.sample_loader import load_sample
 from app.queries import WORKLOAD_KEYS
-from app.sample_loader import load_sample
-from app.settings import Settings
+from app.store.db import make_engine, make_session_factory
+from app.store.migrate import upgrade
 
 _DB_DIR = Path(tempfile.mkdtemp(prefix="gpufit-fuzz-"))
 _URL = f"sqlite:///{_DB_DIR / 'fuzz.db'}"

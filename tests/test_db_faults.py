@@ -9,10 +9,10 @@ from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-import app.ingest as ingest_module
-import app.scrape_runner as runner_module
-from app.ingest import ingest_records
-from app.scrape_runner import ScrapeRunner
+import app.pipeline.ingest as ingest_module
+import app.pipeline.scrape_runner as runner_module
+from app.pipeline.ingest import ingest_records
+from app.pipeline.scrape_runner import ScrapeRunner
 from tests.feed_server import FeedServer
 from tests.test_scrape_runner import CUDO, catalog, runs, snapshot
 

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from sqlalchemy import event
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.ingest import ingest_records
+from app.pipeline.ingest import ingest_records
 from app.queries import OfferFilters, facets
 from tests.test_ingest import rec
 

@@ -13,8 +13,8 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 import scrapers.http
-from app.scrape_runner import ScrapeRunner
-from app.settings import ProviderSettings, Settings
+from app.core.settings import ProviderSettings, Settings
+from app.pipeline.scrape_runner import ScrapeRunner
 from scrapers.registry import get_scraper_class
 from tests.feed_server import FeedServer
 from tests.test_scrape_runner import CUDO, catalog, snapshot

@@ -8,8 +8,8 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.freshness import is_stale
-from app.models import ScrapeRun
+from app.pipeline.freshness import is_stale
+from app.store.models import ScrapeRun
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 

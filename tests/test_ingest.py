@@ -8,9 +8,9 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.ingest import ScrapeRejected, check_sanity, dedupe, ingest_records
-from app.models import Offer, PricePoint
+from app.pipeline.ingest import ScrapeRejected, check_sanity, dedupe, ingest_records
 from app.records import Availability, OfferRecord
+from app.store.models import Offer, PricePoint
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 

@@ -12,9 +12,9 @@ from alembic.migration import MigrationContext
 from sqlalchemy import Engine, inspect, text
 from sqlalchemy.types import TypeEngine
 
-from app.db import make_engine
-from app.migrate import downgrade, upgrade
-from app.models import Base
+from app.store.db import make_engine
+from app.store.migrate import downgrade, upgrade
+from app.store.models import Base
 from tests.conftest import PG_URL, scratch_postgres_url
 
 

@@ -9,8 +9,8 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.gpus.catalog import UNKNOWN
-from app.models import Offer
-from app.sample_loader import sample_date, sample_files
+from app.pipeline.sample_loader import sample_date, sample_files
+from app.store.models import Offer
 from scrapers.skypilot import parse_catalog_csv
 
 

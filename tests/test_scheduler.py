@@ -5,9 +5,9 @@ from __future__ import annotations
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.scheduler import build_scheduler
-from app.scrape_runner import ScrapeRunner
-from app.settings import ProviderSettings, Settings
+from app.core.settings import ProviderSettings, Settings
+from app.pipeline.scheduler import build_scheduler
+from app.pipeline.scrape_runner import ScrapeRunner
 from scrapers.registry import SCRAPERS
 
 

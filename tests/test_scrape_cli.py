@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 
 import scrapers.http
 from app.cli import cli
-from app.models import Offer, PricePoint, ScrapeRun
-from app.settings import get_settings
+from app.core.settings import get_settings
+from app.store.models import Offer, PricePoint, ScrapeRun
 from tests.feed_server import FeedServer
 
 FIXTURE = Path(__file__).parent / "fixtures" / "vastai" / "bundles.json"

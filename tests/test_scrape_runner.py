@@ -7,9 +7,9 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.models import Offer, PricePoint, ScrapeRun
-from app.scrape_runner import ScrapeRunner
-from app.settings import ProviderSettings
+from app.core.settings import ProviderSettings
+from app.pipeline.scrape_runner import ScrapeRunner
+from app.store.models import Offer, PricePoint, ScrapeRun
 from scrapers.registry import get_scraper_class
 from tests.feed_server import FeedServer
 
@@ -124,7 +124,7 @@ async def test_one_provider_failing_does_not_touch_another(
 def test_abandoned_running_runs_are_closed(session_factory: sessionmaker[Session]) -> None:
     from datetime import UTC, datetime, timedelta
 
-    from app.scrape_runner import close_abandoned_runs
+    from app.pipeline.scrape_runner import close_abandoned_runs
 
     now = datetime(2026, 12, 2, tzinfo=UTC)
     with session_factory.begin() as session:

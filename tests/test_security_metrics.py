@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from fastapi.testclient import TestClient
 
-from app.metrics import record_scrape
+from app.core.metrics import record_scrape
 
 
 def test_security_headers_on_pages_and_api(client: TestClient) -> None:

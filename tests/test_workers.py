@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from app.db import make_engine
-from app.migrate import upgrade
-from app.models import ScrapeRun
+from app.store.db import make_engine
+from app.store.migrate import upgrade
+from app.store.models import ScrapeRun
 from tests.conftest import PG_URL, scratch_postgres_url
 from tests.feed_server import feed_server
 from tests.test_scrape_runner import catalog

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 from sqlalchemy import text
 
-from app.deps import SessionDep
+from app.core.deps import SessionDep
 
 router = APIRouter()
 

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
 
-from app.deps import SessionDep
+from app.core.deps import SessionDep
 from app.fit.query import WorkloadQuery
 from app.fit.serialize import estimate_dict
 from app.queries import OfferFilters, offer_dict, search_offers, to_csv

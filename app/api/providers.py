@@ -7,8 +7,8 @@ from datetime import datetime
 from fastapi import APIRouter
 from pydantic import BaseModel
 
-from app.deps import SessionDep, SettingsDep
-from app.freshness import provider_statuses
+from app.core.deps import SessionDep, SettingsDep
+from app.pipeline.freshness import provider_statuses
 
 router = APIRouter()
 

@@ -2,7 +2,8 @@
 
 from app.fit.estimate import MemoryEstimate, estimate_memory
 from app.fit.memory import MemoryBreakdown
-from app.fit.offers import OfferFacts, OfferFit, assess_offer
+from app.fit.offer_facts import OfferFacts, OfferFit
+from app.fit.offers import assess_offer
 from app.fit.presets import ModelArch, preset_ids
 from app.fit.ranking import rank_key
 from app.fit.workload import Workload, resolve_model

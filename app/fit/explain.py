@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from app.fit.offers import OfferFacts, OfferFit
+from app.fit.offer_facts import OfferFacts, OfferFit
 
 BILLING_TEXT = {
     "second": "per-second billing",

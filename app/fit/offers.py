@@ -10,7 +10,7 @@ memory and at their fraction for throughput.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from app.fit.cost import (
     FAST_NETWORKS,
@@ -25,50 +25,12 @@ from app.fit.cost import (
 from app.fit.estimate import MemoryEstimate
 from app.fit.explain import explain_fit, factor_texts
 from app.fit.memory import per_gpu_breakdown
+from app.fit.offer_facts import OfferFacts, OfferFit
 from app.fit.workload import Workload
 
 INTERCONNECT_RANK = {"nvswitch": 0, "nvlink": 1, "unknown": 2, "pcie": 3}
 BILLING_RANK = {"second": 0, "minute": 1, "hour": 2, "unknown": 3}
 AVAILABILITY_RANK = {"in_stock": 0, "limited": 1, "unknown": 2, "out": 3}
-
-
-@dataclass(frozen=True)
-class OfferFacts:
-    """What the fit engine needs to know about one offer (filled in by the caller)."""
-
-    gpu_count: float
-    vram_gib_per_gpu: float | None
-    bf16_tflops: float | None
-    fp16_tflops: float | None
-    memory_type: str | None
-    interconnect: str = "unknown"
-    nvlink_gbps: float | None = None
-    network: str = "unknown"
-    network_gbps: float | None = None
-    billing: str = "unknown"
-    price_per_hour: float | None = None
-    spot_price_per_hour: float | None = None
-    spot: bool = False
-    availability: str = "unknown"
-
-
-@dataclass(frozen=True)
-class OfferFit:
-    """Result for one offer; `tiebreak` orders offers of equal cost (see rank_key)."""
-
-    fits: bool
-    per_gpu_gib_needed: float
-    headroom_pct: float | None
-    est_hours: float | None
-    billed_hours: float | None
-    est_total_cost: float | None
-    cost_per_m_tokens: float | None
-    score: float | None
-    factors: dict[str, str]
-    explanation: str
-    reason: str | None
-    sharding_used: str = "none"
-    tiebreak: tuple[float, ...] = field(default=())
 
 
 def _spot_risk(spot: bool, hours: float | None) -> float:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from app.fit.offers import OfferFit
+from app.fit.offer_facts import OfferFit
 
 
 def rank_key(fit: OfferFit) -> tuple[float, ...]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from app.fit.estimate import MemoryEstimate
-from app.fit.offers import OfferFit
+from app.fit.offer_facts import OfferFit
 from app.fit.presets import get_preset, preset_ids
 
 

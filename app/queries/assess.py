@@ -13,9 +13,9 @@ from sqlalchemy.orm import Session
 
 from app.fit import MemoryEstimate, OfferFacts, OfferFit, Workload, assess_offer, estimate_memory
 from app.fit.memory import per_gpu_breakdown
-from app.models import Offer
 from app.queries.params import WORKLOAD_SORTS, Sort
 from app.queries.rows import OfferRow, RankedOffer, fetch_rows, row_select
+from app.store.models import Offer
 
 
 def offer_facts(row: OfferRow) -> OfferFacts:

@@ -12,11 +12,11 @@ from typing import Any
 from sqlalchemy import case, func, select
 from sqlalchemy.orm import Session
 
-from app import data_cache
 from app.gpus.catalog import UNKNOWN
-from app.models import GpuModel, Offer
 from app.queries.filters import FACET_KEYS, FILTERS_BY_KEY, active_filters, label_for, where_clauses
 from app.queries.params import OfferFilters, filters_key
+from app.store import data_cache
+from app.store.models import GpuModel, Offer
 
 
 @dataclass(frozen=True)
@@ -122,7 +122,7 @@ def _facet_counts_own(session: Session, filters: OfferFilters, key: str) -> Coun
 def facets(session: Session, *, filters: OfferFilters, max_values: int = 40) -> list[Facet]:
     """Counts per value for each facet over the filtered offers (leaving out its own filter).
 
-    Cached per filter set until the next ingest (app.data_cache).
+    Cached per filter set until the next ingest (app.store.data_cache).
     """
     value = data_cache.cached(
         session,

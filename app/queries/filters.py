@@ -13,8 +13,8 @@ from typing import Any
 from sqlalchemy import ColumnElement, func, or_, select
 
 from app.gpus.catalog import UNKNOWN, load_catalog
-from app.models import GpuModel, Offer, per_gpu_sql
 from app.queries.params import DEFAULT_SORT, LABELS, WORKLOAD_SORTS, OfferFilters, Sort
+from app.store.models import GpuModel, Offer, per_gpu_sql
 
 
 def price_expr(filters: OfferFilters) -> ColumnElement[Any]:

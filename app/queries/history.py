@@ -8,8 +8,8 @@ from datetime import datetime
 from sqlalchemy import and_, func, literal, select
 from sqlalchemy.orm import Session
 
-from app.models import Offer, PricePoint, per_gpu_sql
 from app.queries.rows import OfferRow, fetch_rows, row_select
+from app.store.models import Offer, PricePoint, per_gpu_sql
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,10 @@ from sqlalchemy import null, select
 from sqlalchemy.orm import Session
 
 from app.fit import OfferFacts, OfferFit
-from app.models import GpuModel, Offer
 from app.queries.assess import Assessor, RankedHead, VramBounds, candidate_clause, job_price
 from app.queries.filters import where_clauses
 from app.queries.params import OfferFilters, Sort
+from app.store.models import GpuModel, Offer
 
 # Ranking reads only these columns for every candidate; full rows are read for one page only.
 _RANK_COLUMNS: tuple[Any, ...] = (

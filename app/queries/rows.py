@@ -10,12 +10,12 @@ from typing import Any
 from sqlalchemy import ColumnElement, Select, func, select
 from sqlalchemy.orm import Session
 
-from app import data_cache
 from app.fit import MemoryEstimate, OfferFit
 from app.gpus.catalog import UNKNOWN
-from app.models import GpuModel, Offer, Provider
 from app.queries.filters import order_by, where_clauses
 from app.queries.params import OfferFilters, Sort
+from app.store import data_cache
+from app.store.models import GpuModel, Offer, Provider
 
 
 @dataclass(frozen=True)

@@ -24,17 +24,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session
 
-from app import data_cache
 from app.fit import OfferFacts, OfferFit
-from app.models import (
-    NO_GBPS,
-    NO_SLUG,
-    SHAPE_GBPS_SQL,
-    SHAPE_SLUG_SQL,
-    GpuModel,
-    Offer,
-    job_price_sql,
-)
 from app.queries.assess import (
     Assessor,
     RankedHead,
@@ -45,6 +35,16 @@ from app.queries.assess import (
 )
 from app.queries.filters import order_by, where_clauses
 from app.queries.params import WORKLOAD_SORTS, OfferFilters, Sort, filters_key
+from app.store import data_cache
+from app.store.models import (
+    NO_GBPS,
+    NO_SLUG,
+    SHAPE_GBPS_SQL,
+    SHAPE_SLUG_SQL,
+    GpuModel,
+    Offer,
+    job_price_sql,
+)
 
 # Shapes: the offer columns that, with the GPU model's facts, decide an offer's price-free fit.
 _SHAPE_COLUMNS: tuple[Any, ...] = (

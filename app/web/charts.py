@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 
 from markupsafe import Markup, escape
 
-from app.models import utcnow
+from app.store.models import utcnow
 
 
 @dataclass(frozen=True)

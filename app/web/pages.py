@@ -13,10 +13,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy.orm import Session
 
-from app.deps import SessionDep, SettingsDep
+from app.core.deps import SessionDep, SettingsDep
 from app.fit.serialize import fit_dict
-from app.freshness import provider_statuses
-from app.models import SavedSearch, SavedSearchState, utcnow
+from app.pipeline.freshness import provider_statuses
 from app.queries import (
     OfferFilters,
     RankedOffer,
@@ -45,6 +44,7 @@ from app.saved import (
 from app.saved import (
     by_share_token as saved_by_share_token,
 )
+from app.store.models import SavedSearch, SavedSearchState, utcnow
 from app.web import urls
 from app.web.charts import Series, availability_bands, time_chart
 from app.web.templating import templates
@@ -416,7 +416,7 @@ async def _form(request: Request) -> dict[str, str]:
     """The posted form's text fields.
 
     Parsed here rather than with Form() parameters: FastAPI turns any error while it parses a
-    body into a 400, which would hide the size limit's 413 (app.security).
+    body into a 400, which would hide the size limit's 413 (app.core.security).
     """
     form = await request.form()
     return {key: value for key, value in form.items() if isinstance(value, str)}

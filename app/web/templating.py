@@ -8,8 +8,8 @@ from pathlib import Path
 from fastapi.templating import Jinja2Templates
 from jinja2 import Environment, FileSystemLoader
 
-from app.models import utcnow
 from app.queries import LABELS
+from app.store.models import utcnow
 
 TEMPLATES_DIR = Path(__file__).resolve().parent.parent.parent / "templates"
 

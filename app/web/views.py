@@ -9,11 +9,11 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.core.settings import Settings
 from app.fit import Workload
 from app.fit.serialize import presets_list
-from app.freshness import ProviderStatus, SampleNotice, provider_statuses, sample_notice
 from app.gpus.catalog import GpuSpec, load_catalog
-from app.models import GpuModel
+from app.pipeline.freshness import ProviderStatus, SampleNotice, provider_statuses, sample_notice
 from app.queries import (
     SORT_LABELS,
     WORKLOAD_SORTS,
@@ -26,7 +26,7 @@ from app.queries import (
     regions_by_continent,
     search_offers,
 )
-from app.settings import Settings
+from app.store.models import GpuModel
 from app.web import urls
 from app.web.urls import Args
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-import app.models
+import app.store.models
 
 revision: str = "0001"
 down_revision: str | None = None
@@ -42,7 +42,7 @@ def upgrade() -> None:
         "providers",
         sa.Column("id", sa.String(length=64), nullable=False),
         sa.Column("display_name", sa.String(length=128), nullable=False),
-        sa.Column("created_at", app.models.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("created_at", app.store.models.UTCDateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_providers")),
     )
     op.create_table(
@@ -52,8 +52,8 @@ def upgrade() -> None:
         sa.Column("owner_token", sa.String(length=64), nullable=False),
         sa.Column("name", sa.String(length=200), nullable=False),
         sa.Column("query", sa.Text(), nullable=False),
-        sa.Column("created_at", app.models.UTCDateTime(timezone=True), nullable=False),
-        sa.Column("updated_at", app.models.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("created_at", app.store.models.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("updated_at", app.store.models.UTCDateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_saved_searches")),
         sa.UniqueConstraint("share_token", name=op.f("uq_saved_searches_share_token")),
     )
@@ -66,8 +66,8 @@ def upgrade() -> None:
         "scrape_runs",
         sa.Column("id", sa.Integer(), nullable=False),
         sa.Column("source", sa.String(length=64), nullable=False),
-        sa.Column("started_at", app.models.UTCDateTime(timezone=True), nullable=False),
-        sa.Column("finished_at", app.models.UTCDateTime(timezone=True), nullable=True),
+        sa.Column("started_at", app.store.models.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("finished_at", app.store.models.UTCDateTime(timezone=True), nullable=True),
         sa.Column("status", sa.String(length=16), nullable=False),
         sa.Column("offers_seen", sa.Integer(), nullable=False),
         sa.Column("offers_added", sa.Integer(), nullable=False),
@@ -109,8 +109,8 @@ def upgrade() -> None:
         sa.Column("billing", sa.String(length=16), nullable=False),
         sa.Column("availability", sa.String(length=16), nullable=False),
         sa.Column("availability_count", sa.Integer(), nullable=True),
-        sa.Column("first_seen", app.models.UTCDateTime(timezone=True), nullable=False),
-        sa.Column("last_seen", app.models.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("first_seen", app.store.models.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("last_seen", app.store.models.UTCDateTime(timezone=True), nullable=False),
         sa.Column("active", sa.Boolean(), nullable=False),
         sa.ForeignKeyConstraint(
             ["gpu_model_slug"],
@@ -137,7 +137,7 @@ def upgrade() -> None:
         "price_history",
         sa.Column("id", sa.Integer(), nullable=False),
         sa.Column("offer_id", sa.Integer(), nullable=False),
-        sa.Column("observed_at", app.models.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("observed_at", app.store.models.UTCDateTime(timezone=True), nullable=False),
         sa.Column("price_per_hour", sa.Float(), nullable=True),
         sa.Column("spot_price_per_hour", sa.Float(), nullable=True),
         sa.Column("availability", sa.String(length=16), nullable=False),

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-import app.models
+import app.store.models
 
 revision: str = "0002"
 down_revision: str | None = "0001"
@@ -23,7 +23,7 @@ def upgrade() -> None:
         "saved_search_entries",
         sa.Column("id", sa.Integer(), nullable=False),
         sa.Column("saved_search_id", sa.Integer(), nullable=False),
-        sa.Column("created_at", app.models.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("created_at", app.store.models.UTCDateTime(timezone=True), nullable=False),
         sa.Column("kind", sa.String(length=16), nullable=False),
         sa.Column("title", sa.String(length=300), nullable=False),
         sa.Column("summary", sa.Text(), nullable=False),
@@ -44,7 +44,7 @@ def upgrade() -> None:
     op.create_table(
         "saved_search_state",
         sa.Column("saved_search_id", sa.Integer(), nullable=False),
-        sa.Column("checked_at", app.models.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("checked_at", app.store.models.UTCDateTime(timezone=True), nullable=False),
         sa.Column("best_price", sa.Float(), nullable=True),
         sa.Column("best_offer_id", sa.Integer(), nullable=True),
         sa.Column("match_count", sa.Integer(), nullable=False),

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-import app.models
+import app.store.models
 
 revision: str = "0004"
 down_revision: str | None = "0003"
@@ -23,7 +23,7 @@ def upgrade() -> None:
         "data_version",
         sa.Column("id", sa.Integer(), nullable=False),
         sa.Column("token", sa.String(length=32), nullable=False),
-        sa.Column("changed_at", app.models.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("changed_at", app.store.models.UTCDateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_data_version")),
     )
 

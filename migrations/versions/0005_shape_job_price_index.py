@@ -21,7 +21,7 @@ down_revision: str | None = "0004"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-# Must stay the expressions of app.models (job_price_sql(use_spot=False), the NULL stand-ins).
+# Must stay the expressions of app.store.models (job_price_sql(use_spot=False), the NULL stand-ins).
 JOB_PRICE = sa.text(
     "(CASE WHEN (spot IS true) THEN coalesce(spot_price_per_hour, price_per_hour) "
     "ELSE price_per_hour END)"

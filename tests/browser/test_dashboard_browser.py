@@ -36,11 +36,11 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         )
     import uvicorn
 
-    from app.db import make_engine, make_session_factory
+    from app.core.settings import Settings
     from app.main import create_app
-    from app.migrate import upgrade
-    from app.sample_loader import load_sample
-    from app.settings import Settings
+    from app.pipeline.sample_loader import load_sample
+    from app.store.db import make_engine, make_session_factory
+    from app.store.migrate import upgrade
 
     url = f"sqlite:///{tmp_path_factory.mktemp('browser') / 'browser.db'}"
     upgrade(url)

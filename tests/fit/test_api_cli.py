@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from app.api.estimate import router
-from app.cli_estimate import register
+from app.cli.estimate import register
 from app.fit.query import WorkloadQuery
 
 app = FastAPI()

@@ -7,9 +7,9 @@ from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.ingest import ingest_records
-from app.models import utcnow
+from app.pipeline.ingest import ingest_records
 from app.records import OfferRecord
+from app.store.models import utcnow
 
 TEST_PROVIDER = "testcloud"
 

@@ -11,8 +11,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.models import Offer
 from app.queries import OfferFilters, count_offers, facets
+from app.store.models import Offer
 from tests.web.helpers import QLORA_8B
 
 REQUIRED_FIELDS = {

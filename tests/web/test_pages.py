@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.models import Offer, utcnow
+from app.store.models import Offer, utcnow
 from tests.web.helpers import QLORA_8B, TEST_PROVIDER, ingest, record
 
 HTML = {"accept": "text/html"}

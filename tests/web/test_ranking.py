@@ -9,9 +9,9 @@ from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
 
 from app import queries
-from app.data_cache import bump_data_version
 from app.fit import OfferFacts, Workload, assess_offer, estimate_memory, rank_key
 from app.queries import OfferFilters, all_rows, assess, offer_facts, ranking, search_offers
+from app.store.data_cache import bump_data_version
 from tests.web.helpers import QLORA_8B
 
 

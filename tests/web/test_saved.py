@@ -11,10 +11,10 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.core.settings import Settings
 from app.main import create_app
-from app.models import SavedSearch, utcnow
 from app.saved import OWNER_COOKIE, refresh_saved_searches
-from app.settings import Settings
+from app.store.models import SavedSearch, utcnow
 from tests.web.helpers import csrf_of, ingest, record
 
 ATOM = "{http://www.w3.org/2005/Atom}"

@@ -10,9 +10,9 @@ from importlib import resources
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app.catalog_sync import sync_gpu_catalog
-from app.ingest import ingest_records
-from app.models import Offer, ScrapeRun, utcnow
+from app.pipeline.catalog_sync import sync_gpu_catalog
+from app.pipeline.ingest import ingest_records
+from app.store.models import Offer, ScrapeRun, utcnow
 from scrapers.facts import apply_facts, load_facts
 from scrapers.skypilot import parse_catalog_csv
 

@@ -1,5 +1,8 @@
 """Prometheus metrics: scrape runs, scrape duration, offers per provider, request latency.
 
+The `/metrics` route that reads offer counts from the database lives in app.api.metrics, so
+this module stays free of the store.
+
 Each uvicorn worker process keeps its own counters; scrape counters live in whichever process
 ran the scrape, so scrape Prometheus every replica.
 """
@@ -8,13 +11,8 @@ from __future__ import annotations
 
 import time
 
-from fastapi import APIRouter, Response
-from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
-from sqlalchemy import func, select
+from prometheus_client import Counter, Gauge, Histogram
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
-
-from app.deps import SessionDep
-from app.models import Offer
 
 SCRAPE_RUNS = Counter(
     "gpufit_scrape_runs_total", "Scrape runs by provider and outcome", ["provider", "status"]
@@ -32,21 +30,6 @@ REQUEST_LATENCY = Histogram(
     ["method", "route", "status"],
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.25, 0.5, 1, 2.5, 5),
 )
-
-router = APIRouter()
-
-
-@router.get("/metrics", include_in_schema=False)
-def metrics(session: SessionDep) -> Response:
-    """Prometheus text exposition."""
-    counts = session.execute(
-        select(Offer.provider_id, func.count())
-        .where(Offer.active.is_(True))
-        .group_by(Offer.provider_id)
-    )
-    for provider, count in counts:
-        OFFERS.labels(provider=provider).set(count)
-    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
 
 def record_scrape(provider: str, status: str, seconds: float) -> None:

@@ -8,9 +8,9 @@ from datetime import datetime, timedelta
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app import data_cache
-from app.models import Offer, ScrapeRun, utcnow
-from app.settings import Settings
+from app.core.settings import Settings
+from app.store import data_cache
+from app.store.models import Offer, ScrapeRun, utcnow
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ def provider_statuses(
     session: Session, settings: Settings, *, now: datetime | None = None
 ) -> list[ProviderStatus]:
     """One status per registered scraper, from the scrape_runs table."""
-    from app.scrape_runner import interval_minutes
+    from app.pipeline.scrape_runner import interval_minutes
     from scrapers.registry import SCRAPERS
 
     now = now or utcnow()
@@ -111,7 +111,7 @@ class SampleNotice:
 
 
 def sample_notice(session: Session) -> SampleNotice | None:
-    from app.sample_loader import SAMPLE_SOURCE, sample_date
+    from app.pipeline.sample_loader import SAMPLE_SOURCE, sample_date
 
     live_ok = session.scalar(
         select(func.count())

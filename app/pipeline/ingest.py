@@ -16,11 +16,11 @@ from typing import Any
 from sqlalchemy import insert, select, text, update
 from sqlalchemy.orm import Session
 
-from app.data_cache import bump_data_version
 from app.gpus.catalog import UNKNOWN
-from app.models import GpuModel, Offer, PricePoint, Provider, ScrapeRun
 from app.records import OfferRecord
 from app.regions import continent_for_region
+from app.store.data_cache import bump_data_version
+from app.store.models import GpuModel, Offer, PricePoint, Provider, ScrapeRun
 
 OfferKey = tuple[str, str, str, bool]
 

@@ -17,9 +17,9 @@ from apscheduler.triggers.interval import IntervalTrigger
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.models import utcnow
-from app.scrape_runner import ScrapeRunner, close_abandoned_runs, interval_minutes
-from app.settings import Settings
+from app.core.settings import Settings
+from app.pipeline.scrape_runner import ScrapeRunner, close_abandoned_runs, interval_minutes
+from app.store.models import utcnow
 from scrapers.base import Scraper
 
 log = logging.getLogger("gpufit.scheduler")

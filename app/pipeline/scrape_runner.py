@@ -19,11 +19,11 @@ import httpx
 from sqlalchemy import Engine, select, text, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.ingest import ScrapeRejected, check_sanity, ingest_records, last_good_count
-from app.metrics import record_scrape
-from app.models import ScrapeRun, utcnow
+from app.core.metrics import record_scrape
+from app.core.settings import Settings
+from app.pipeline.ingest import ScrapeRejected, check_sanity, ingest_records, last_good_count
 from app.records import OfferRecord
-from app.settings import Settings
+from app.store.models import ScrapeRun, utcnow
 from scrapers.base import FeedFormatError, MissingApiKey, Scraper, ScraperConfig
 from scrapers.facts import apply_facts, load_facts
 from scrapers.http import make_client

@@ -6,9 +6,9 @@ from dataclasses import asdict
 
 from sqlalchemy.orm import Session
 
-from app.data_cache import bump_data_version
 from app.gpus.catalog import load_catalog
-from app.models import GpuModel
+from app.store.data_cache import bump_data_version
+from app.store.models import GpuModel
 
 
 def sync_gpu_catalog(session: Session) -> int:

@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from app.db import make_engine, make_session_factory, session_scope
-from app.settings import get_settings
+from app.core.settings import get_settings
+from app.store.db import make_engine, make_session_factory, session_scope
 
 cli = typer.Typer(
     help="gpufit: cloud GPU offers ranked by fit to your training job.", no_args_is_help=True
@@ -18,7 +18,7 @@ cli.add_typer(db_cli, name="db")
 
 
 def _setup_logging() -> None:
-    from app.logging_setup import configure_logging
+    from app.core.logging_setup import configure_logging
 
     configure_logging(get_settings().log_level)
 
@@ -26,8 +26,8 @@ def _setup_logging() -> None:
 @db_cli.command("upgrade")
 def db_upgrade(revision: str = "head") -> None:
     """Apply migrations and sync the GPU catalog into the database."""
-    from app.catalog_sync import sync_gpu_catalog
-    from app.migrate import upgrade
+    from app.pipeline.catalog_sync import sync_gpu_catalog
+    from app.store.migrate import upgrade
 
     settings = get_settings()
     upgrade(settings.database_url, revision)
@@ -43,7 +43,7 @@ def load_sample_cmd(
     if_empty: Annotated[bool, typer.Option(help="Only load when there are no offers yet.")] = False,
 ) -> None:
     """Load the bundled recorded sample through the normal ingest path."""
-    from app.sample_loader import database_is_empty, load_sample, sample_date
+    from app.pipeline.sample_loader import database_is_empty, load_sample, sample_date
 
     factory = make_session_factory(make_engine(get_settings().database_url))
     with session_scope(factory) as session:
@@ -64,7 +64,7 @@ def scrape_cmd(
     ] = None,
 ) -> None:
     """Scrape providers now and print each run's outcome."""
-    from app.scrape_runner import ScrapeRunner
+    from app.pipeline.scrape_runner import ScrapeRunner
     from scrapers.registry import SCRAPERS, get_scraper_class
 
     _setup_logging()
@@ -123,7 +123,7 @@ def serve(
 @cli.command("worker")
 def worker() -> None:
     """Run only the scrape scheduler (no web server)."""
-    from app.scheduler import run_worker_forever
+    from app.pipeline.scheduler import run_worker_forever
 
     _setup_logging()
     settings = get_settings()
@@ -133,7 +133,7 @@ def worker() -> None:
 
 def _register_optional() -> None:
     try:
-        from app.cli_estimate import register
+        from app.cli.estimate import register
     except ModuleNotFoundError:  # pragma: no cover - the fit module ships with the app
         return
     register(cli)
@@ -144,7 +144,3 @@ _register_optional()
 
 def main() -> None:
     cli()
-
-
-if __name__ == "__main__":
-    main()

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.models import DataVersion, utcnow
+from app.store.models import DataVersion, utcnow
 
 T = TypeVar("T")
 

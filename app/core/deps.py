@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 from sqlalchemy.orm import Session
 
-from app.settings import Settings
+from app.core.settings import Settings
 
 
 def get_db(request: Request) -> Iterator[Session]:

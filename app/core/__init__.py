@@ -1,0 +1,1 @@
+"""Settings, errors, logging, metrics, security, request deps; imports nothing else of the app."""

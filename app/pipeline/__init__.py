@@ -1,0 +1,1 @@
+"""Feeds to store: scrapes, ingest, freshness, sample; uses store, core, scrapers, never web/api."""
