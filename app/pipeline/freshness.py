@@ -99,6 +99,9 @@ def provider_statuses(
                 ),
             )
         )
+    from app.pipeline.side_feeds import side_feed_statuses
+
+    statuses.extend(side_feed_statuses(session, settings, now=now))
     return statuses
 
 
