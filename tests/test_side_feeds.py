@@ -191,3 +191,28 @@ def test_scheduler_runs_the_side_feed_on_its_own_switches(
     assert f"scrape-{FEED}" not in jobs(providers={FEED: ProviderSettings(enabled=False)})
     assert list(jobs(enabled_scrapers=["vastai"])) == ["scrape-vastai"]
     assert set(jobs(enabled_scrapers=["vastai", FEED])) == {"scrape-vastai", f"scrape-{FEED}"}
+
+
+async def test_stored_bands_read_back_for_the_cost_model(
+    side_runner: SideFeedRunner, server: FeedServer, session_factory: sessionmaker[Session]
+) -> None:
+    from app.fit.market import spot_interruption_rate
+    from app.store.data_cache import data_version
+    from app.store.spot_advisor import advisor_rows
+
+    server.serve(PATH, fixture_text("aws_spot_advisor", "spot-advisor-2021-02.json"))
+    await side_runner.run(FEED)
+    with session_factory() as session:
+        first_version = data_version(session)
+        rows = advisor_rows(session)
+        assert {r.os for r in rows} == {"Linux"} and len(rows) == 48  # 24 GPU types x 2 regions
+        risk = spot_interruption_rate("aws", "p4d.24xlarge", "us-east-1", rows)
+        assert (risk.basis, risk.band_label) == ("advisor", "<5%")
+    server.serve(PATH, fixture_text("aws_spot_advisor", "spot-advisor-2025-06.json"))
+    await side_runner.run(FEED)
+    with session_factory() as session:
+        assert data_version(session) != first_version  # a new fetch invalidates cached bands
+        rows = advisor_rows(session)
+        risk = spot_interruption_rate("aws", "p4d.24xlarge", "us-east-1", rows)
+        assert (risk.basis, risk.band_label) == ("advisor", "10-15%")
+        assert len(advisor_rows(session, os="Windows")) > 0

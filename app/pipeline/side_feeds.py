@@ -31,6 +31,7 @@ from app.pipeline.scrape_runner import (
     describe_error,
     provider_lock,
 )
+from app.store.data_cache import bump_data_version
 from app.store.models import ScrapeRun, SpotAdvisorRow, utcnow
 from scrapers.http import make_client
 from scrapers.spot_advisor import SpotAdvisorFeed, SpotAdvisorRecord
@@ -53,7 +54,8 @@ def enabled_side_feeds(settings: Settings) -> list[str]:
 def replace_advisor_rows(
     session: Session, *, provider_id: str, records: Iterable[SpotAdvisorRecord], now: datetime
 ) -> tuple[int, int, int, int]:
-    """Replace a provider's advisor rows; returns (stored, added, changed, removed)."""
+    """Replace a provider's advisor rows in the caller's transaction and bump the data version;
+    returns (stored, added, changed, removed)."""
     before = {
         (row.region, row.instance_type, row.os): (row.band_index, row.savings_pct)
         for row in session.execute(
@@ -88,6 +90,7 @@ def replace_advisor_rows(
                 for r in rows.values()
             ],
         )
+    bump_data_version(session, now)  # caches derived from the bands (spot risk) start over
     added = sum(1 for key in rows if key not in before)
     changed = sum(
         1
