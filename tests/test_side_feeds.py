@@ -216,3 +216,32 @@ async def test_stored_bands_read_back_for_the_cost_model(
         risk = spot_interruption_rate("aws", "p4d.24xlarge", "us-east-1", rows)
         assert (risk.basis, risk.band_label) == ("advisor", "10-15%")
         assert len(advisor_rows(session, os="Windows")) > 0
+
+
+def test_cli_scrapes_the_side_feed_by_id(
+    database_url: str,
+    server: FeedServer,
+    session_factory: sessionmaker[Session],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from typer.testing import CliRunner
+
+    import scrapers.http
+    from app.cli import cli
+    from app.core.settings import get_settings
+
+    monkeypatch.setattr(scrapers.http, "RETRY_BASE_SECONDS", 0.01)
+    monkeypatch.setenv("GPUFIT_DATABASE_URL", database_url)
+    monkeypatch.setenv("GPUFIT_PROVIDERS__AWS_SPOT_ADVISOR__URL", server.url + PATH)
+    get_settings.cache_clear()
+    try:
+        server.serve(PATH, fixture_text("aws_spot_advisor", "spot-advisor-2025-06.json"))
+        ok = CliRunner().invoke(cli, ["scrape", FEED])
+        assert ok.exit_code == 0, ok.output
+        assert "aws-spot-advisor: ok: 355 rows: 355 added, 0 changed, 0 gone" in ok.output
+        server.serve(PATH, "broken", status=500)
+        failed = CliRunner().invoke(cli, ["scrape", FEED])
+        assert failed.exit_code == 1 and "aws-spot-advisor: failed: " in failed.output
+    finally:
+        get_settings.cache_clear()
+    assert len(stored(session_factory)) == 355
