@@ -20,7 +20,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from importlib import resources
 from typing import Any, Literal, Protocol
 
@@ -83,6 +83,13 @@ def _cite(source: str | list[str] | None, assumption: str | None) -> str:
     return "; ".join([*parts, *(f"source: {url}" for url in urls)])
 
 
+def _positive_speeds(model: KindSetup | SetupOverrides) -> None:
+    for name in ("download_gbps", "load_gbytes_per_s"):
+        speed = getattr(model, name)
+        if speed is not None and speed.value <= 0:
+            raise ValueError(f"{name} must be above 0")
+
+
 class KindSetup(_Model):
     label: str
     provision_minutes: Sourced
@@ -91,6 +98,11 @@ class KindSetup(_Model):
     download_gbps: Sourced
     load_gbytes_per_s: Sourced
 
+    @model_validator(mode="after")
+    def _speeds(self) -> KindSetup:
+        _positive_speeds(self)
+        return self
+
 
 class SetupOverrides(_Model):
     provision_minutes: Sourced | None = None
@@ -98,6 +110,11 @@ class SetupOverrides(_Model):
     start_minutes: Sourced | None = None
     download_gbps: Sourced | None = None
     load_gbytes_per_s: Sourced | None = None
+
+    @model_validator(mode="after")
+    def _speeds(self) -> SetupOverrides:
+        _positive_speeds(self)
+        return self
 
 
 class RateSpec(_Model):
@@ -191,6 +208,43 @@ class MarketData(_Model):
         """The entry for an offer provider id (or a facts-file alias), None if unknown."""
         return self.providers.get(self.canonical(provider_id))
 
+    @cached_property
+    def setup_plans(self) -> dict[str | None, _SetupPlan]:
+        """Each provider's resolved set-up values (None: the unknown kind), computed once."""
+        plans: dict[str | None, _SetupPlan] = {None: _setup_plan(None, self.kinds[UNKNOWN_KIND])}
+        for provider_id, entry in self.providers.items():
+            plans[provider_id] = _setup_plan(entry, self.kinds[entry.kind])
+        return plans
+
+    def band_reading(self, label: str) -> tuple[float, str]:
+        """(rate per hour, how it was read) for an advisor band label; memoized per label."""
+        known = self._band_readings.get(label)
+        if known is None:
+            window = self.advisor.window_hours.value
+            fraction = band_fraction(label, data=self)
+            rate = fraction_to_hourly_rate(fraction, window)
+            known = self._band_readings[label] = (
+                rate,
+                f"read as {fraction:.1%} of instances interrupted over {window:g} h -> "
+                f"{rate:.2g}/h (-ln(1-p)/{window:g} h; {self.advisor.window_hours.cite()})",
+            )
+        return known
+
+    @cached_property
+    def _band_readings(self) -> dict[str, tuple[float, str]]:
+        return {}
+
+    @cached_property
+    def default_rates(self) -> dict[str | None, tuple[float, str]]:
+        """Each spot market's default (rate, why); None: the unknown-provider default."""
+        rates: dict[str | None, tuple[float, str]] = {
+            None: _default_rate(self.unknown_provider.spot, self)
+        }
+        for provider_id, entry in self.providers.items():
+            if entry.spot.available:
+                rates[provider_id] = _default_rate(entry.spot, self)
+        return rates
+
 
 @lru_cache(maxsize=1)
 def load_market_data() -> MarketData:
@@ -266,46 +320,59 @@ def setup_hours(
         _finite(download_gbps, "download_gbps", minimum=0, strict=True)
     data = data or load_market_data()
     entry = data.provider(provider)
-    kind = data.kinds[entry.kind if entry else UNKNOWN_KIND]
-    values: dict[str, Sourced] = {name: getattr(kind, name) for name in SETUP_FIELDS}
-    if entry:
-        for name in SETUP_FIELDS:
-            override = getattr(entry.setup, name)
-            if override is not None:
-                values[name] = override
-    label = kind.label if entry is None else f"{entry.name}, {kind.label}"
-    speed = values["download_gbps"]
-    gbps = speed.value if download_gbps is None else download_gbps
-    speed_note = speed.cite() if download_gbps is None else "the offer's own downlink"
-    load = values["load_gbytes_per_s"]
+    plan = data.setup_plans[data.canonical(provider) if entry else None]
+    gbps = plan.download_gbps if download_gbps is None else download_gbps
+    speed_note = plan.download_note if download_gbps is None else "the offer's own downlink"
     gigabytes = weight_bytes / 1e9
     steps = (
-        SetupStep(
-            "provisioning",
-            values["provision_minutes"].value,
-            _note(label, values, "provision_minutes"),
-        ),
-        SetupStep("image", values["image_minutes"].value, _note(label, values, "image_minutes")),
-        SetupStep(
-            "job start", values["start_minutes"].value, _note(label, values, "start_minutes")
-        ),
+        *plan.fixed_steps,
         SetupStep(
             "weights download",
-            0.0 if gigabytes == 0 else gigabytes * 8 / gbps / 60,
+            gigabytes * 8 / gbps / 60,
             f"{gigabytes:.1f} GB at {gbps:g} Gbit/s; {speed_note}",
         ),
         SetupStep(
             "weights load",
-            gigabytes / load.value / 60 if load.value else 0.0,
-            f"{gigabytes:.1f} GB at {load.value:g} GB/s; {load.cite()}",
+            gigabytes / plan.load_gbytes_per_s / 60,
+            f"{gigabytes:.1f} GB at {plan.load_gbytes_per_s:g} GB/s; {plan.load_note}",
         ),
     )
     minutes = sum(s.minutes for s in steps)
     return SetupTime(minutes / 60, steps, "provider" if entry else "unknown_provider")
 
 
-def _note(label: str, values: Mapping[str, Sourced], name: str) -> str:
-    return f"{label}: {values[name].cite()}"
+@dataclass(frozen=True)
+class _SetupPlan:
+    fixed_steps: tuple[SetupStep, ...]  # provisioning, image, job start
+    download_gbps: float
+    download_note: str
+    load_gbytes_per_s: float
+    load_note: str
+
+
+def _setup_plan(entry: ProviderMarket | None, kind: KindSetup) -> _SetupPlan:
+    values: dict[str, Sourced] = {name: getattr(kind, name) for name in SETUP_FIELDS}
+    if entry is not None:
+        for name in SETUP_FIELDS:
+            override = getattr(entry.setup, name)
+            if override is not None:
+                values[name] = override
+    label = kind.label if entry is None else f"{entry.name}, {kind.label}"
+    fixed = tuple(
+        SetupStep(step, values[name].value, f"{label}: {values[name].cite()}")
+        for step, name in (
+            ("provisioning", "provision_minutes"),
+            ("image", "image_minutes"),
+            ("job start", "start_minutes"),
+        )
+    )
+    return _SetupPlan(
+        fixed_steps=fixed,
+        download_gbps=values["download_gbps"].value,
+        download_note=values["download_gbps"].cite(),
+        load_gbytes_per_s=values["load_gbytes_per_s"].value,
+        load_note=values["load_gbytes_per_s"].cite(),
+    )
 
 
 # --- checkpoints ----------------------------------------------------------------------------
@@ -422,13 +489,12 @@ def spot_interruption_rate(
     data = data or load_market_data()
     entry = data.provider(provider)
     if entry is None:
-        rule = data.unknown_provider.spot
-        rate, why = _default_rate(rule, data)
+        rate, why = data.default_rates[None]
         return SpotRisk(rate, f"unknown provider {provider!r}: {why}", "unknown_provider")
     spot = entry.spot
     notice = spot.notice_seconds.value if spot.notice_seconds else None
     if not spot.available:
-        rate, why = _default_rate(data.unknown_provider.spot, data)
+        rate, why = data.default_rates[None]
         text = f"{entry.name} documents no spot market ({spot.rule}); {why}"
         return SpotRisk(rate, text, "no_spot_market")
     missing = ""
@@ -441,7 +507,7 @@ def spot_interruption_rate(
                 return _advisor_risk(entry, row, notice, data)
             except ValueError:  # a band label the conversion does not understand
                 missing = f" (advisor band {row.band_label[:16]!r} not understood)"
-    rate, why = _default_rate(spot, data)
+    rate, why = data.default_rates[data.canonical(provider)]
     said = f"{spot.rule} (source: {spot.source})" if spot.source else spot.rule
     text = f"{entry.name} spot{missing}: {said}; {why}"
     return SpotRisk(rate, text, "provider_default", notice_seconds=notice)
@@ -450,15 +516,11 @@ def spot_interruption_rate(
 def _advisor_risk(
     entry: ProviderMarket, row: AdvisorRowLike, notice: float | None, data: MarketData
 ) -> SpotRisk:
-    window = data.advisor.window_hours.value
-    fraction = band_fraction(row.band_label, data=data)
-    rate = fraction_to_hourly_rate(fraction, window)
+    rate, reading = data.band_reading(row.band_label)
     fetched = f", fetched {row.fetched_at:%Y-%m-%d}" if row.fetched_at else ""
     text = (
         f"{entry.name} Spot Instance Advisor: {row.instance_type} in {row.region} is in the "
-        f"'{row.band_label}' band{fetched}, read as {fraction:.1%} of instances interrupted over "
-        f"{window:g} h -> {rate:.2g}/h (-ln(1-p)/{window:g} h; "
-        f"{data.advisor.window_hours.cite()})"
+        f"'{row.band_label}' band{fetched}, {reading}"
     )
     return SpotRisk(rate, text, "advisor", band_label=row.band_label, notice_seconds=notice)
 

@@ -100,6 +100,12 @@ def test_spot_markets_state_their_rule_and_a_traced_default() -> None:
             "https URL",
         ),
         (("kinds", "hyperscaler_vm", "image_minutes"), {"value": -1, "assumption": "x"}, "0"),
+        (("kinds", "gpu_cloud_vm", "download_gbps"), {"value": 0, "assumption": "x"}, "above 0"),
+        (
+            ("providers", "lambdalabs", "setup", "load_gbytes_per_s"),
+            {"value": 0, "assumption": "x"},
+            "above 0",
+        ),
         (("providers", "vastai", "kind"), "cloud", "kind"),
         (
             ("providers", "vastai", "spot", "default_rate"),
