@@ -36,11 +36,9 @@ SETUP_FIELDS = (
     "download_gbps",
     "load_gbytes_per_s",
 )
-HOURS_PER_MINUTE = 1 / 60
 _MAX_EXPONENT = 700.0  # e**700 is near float's limit; beyond it a job never finishes
-_BAND = re.compile(
-    r"^\s*(?:(<)\s*(\d+(?:\.\d+)?)|(>)\s*(\d+(?:\.\d+)?)|(\d+(?:\.\d+)?)\s*-\s*(\d+(?:\.\d+)?))\s*%\s*$"
-)
+# An advisor band label: "<5%", "5-10%" or ">20%" (operator, number, optional upper number).
+_BAND = re.compile(r"^\s*([<>])?\s*(\d+(?:\.\d+)?)\s*(?:-\s*(\d+(?:\.\d+)?))?\s*%\s*$")
 
 
 # --- the data file --------------------------------------------------------------------------
@@ -132,8 +130,13 @@ class RateSpec(_Model):
     def _one_form(self) -> RateSpec:
         if (self.per_hour is None) == (self.band is None):
             raise ValueError("give exactly one of per_hour or band")
-        if self.band is not None and _BAND.match(self.band) is None:
-            raise ValueError(f"band {self.band!r} is not like '<5%', '5-10%' or '>20%'")
+        if self.band is not None:
+            try:
+                _parse_band(self.band)
+            except ValueError:
+                raise ValueError(
+                    f"band {self.band!r} is not like '<5%', '5-10%' or '>20%'"
+                ) from None
         if not self.source and not self.assumption:
             raise ValueError("a rate needs a source or an assumption")
         return self
@@ -452,17 +455,22 @@ class SpotRisk:
 def band_fraction(label: str, *, data: MarketData | None = None) -> float:
     """The share of instances interrupted that a band label stands for: the label's midpoint
     ('5-10%' -> 0.075, '<5%' -> 0.025); the open top band ('>20%') uses open_band_fraction."""
-    match = _BAND.match(label)
-    if match is None:
-        raise ValueError(f"not an interruption band: {label!r}")
-    below, upper, above, lower, low, high = match.groups()
-    if below:
-        return float(upper) / 200
-    if above:
-        edge = float(lower) / 100
+    operator, first, second = _parse_band(label)
+    if operator == "<":
+        return first / 200
+    if operator == ">":
         open_value = (data or load_market_data()).advisor.open_band_fraction.value
-        return max(open_value, edge)
-    return (float(low) + float(high)) / 200
+        return max(open_value, first / 100)
+    return (first + second) / 200
+
+
+def _parse_band(label: str) -> tuple[str | None, float, float]:
+    """('<' | '>' | None, first number, second number or 0); ValueError for anything else."""
+    match = _BAND.match(label)
+    operator, first, second = match.groups() if match else (None, None, None)
+    if first is None or (operator is None) == (second is None):
+        raise ValueError(f"not an interruption band: {label!r}")
+    return operator, float(first), float(second or 0)
 
 
 def fraction_to_hourly_rate(fraction: float, window_hours: float) -> float:

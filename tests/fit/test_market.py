@@ -117,6 +117,11 @@ def test_spot_markets_state_their_rule_and_a_traced_default() -> None:
             {"band": "high", "assumption": "x"},
             "not like",
         ),
+        (
+            ("providers", "vastai", "spot", "default_rate"),
+            {"band": "5%", "assumption": "x"},
+            "not like",
+        ),
         (("providers", "vastai", "spot", "default_rate"), None, "needs a default_rate"),
         (("advisor", "open_band_fraction"), {"value": 3, "assumption": "x"}, "fraction"),
         (("aliases", "vast"), "nosuch", "unknown providers"),
