@@ -74,7 +74,9 @@ class SpotAdvisorFeed:
 
     id: ClassVar[str] = FEED_ID
     provider_id: ClassVar[str] = PROVIDER_ID
-    display_name: ClassVar[str] = "AWS Spot Instance Advisor (interruption bands)"
+    display_name: ClassVar[str] = (
+        "AWS Spot Instance Advisor (interruption bands; count = bands held)"
+    )
     default_url: ClassVar[str] = DEFAULT_URL
 
     def __init__(self, url: str = "") -> None:

@@ -176,6 +176,8 @@ async def test_providers_status_and_api_show_the_side_feed(
     api = {p["provider"]: p for p in client.get("/api/providers").json()["providers"]}
     assert api[FEED]["offer_count"] == 355 and api[FEED]["last_status"] == "failed"
     assert api[FEED]["display_name"].startswith("AWS Spot Instance Advisor")
+    page = client.get("/providers").text
+    assert f'id="p-{FEED}"' in page and "HTTP 404" in page
 
 
 def test_scheduler_runs_the_side_feed_on_its_own_switches(
