@@ -247,3 +247,18 @@ def test_cli_scrapes_the_side_feed_by_id(
     finally:
         get_settings.cache_clear()
     assert len(stored(session_factory)) == 355
+
+
+async def test_a_side_feed_success_keeps_the_sample_notice(
+    side_runner: SideFeedRunner,
+    server: FeedServer,
+    session_factory: sessionmaker[Session],
+    sample_loaded: int,
+) -> None:
+    from app.pipeline.freshness import sample_notice
+
+    server.serve(PATH, fixture_text("aws_spot_advisor", "spot-advisor-2021-02.json"))
+    assert (await side_runner.run(FEED)).status == "ok"
+    with session_factory() as session:
+        notice = sample_notice(session)
+    assert notice is not None and notice.sample_offers == sample_loaded
