@@ -63,7 +63,7 @@ async def test_fetch_stores_gpu_rows_and_records_the_run(
     side_runner: SideFeedRunner, server: FeedServer, session_factory: sessionmaker[Session]
 ) -> None:
     server.serve(PATH, fixture_text("aws_spot_advisor", "spot-advisor-2025-06.json"))
-    result = await side_runner.run(FEED)
+    result = await side_runner.run_feed(FEED)
     assert (result.status, result.seen, result.added, result.removed) == ("ok", 355, 355, 0)
     rows = stored(session_factory)
     assert len(rows) == 355
@@ -80,9 +80,9 @@ async def test_next_fetch_replaces_the_set_and_keeps_warnings(
     side_runner: SideFeedRunner, server: FeedServer, session_factory: sessionmaker[Session]
 ) -> None:
     server.serve(PATH, fixture_text("aws_spot_advisor", "spot-advisor-2025-06.json"))
-    await side_runner.run(FEED)
+    await side_runner.run_feed(FEED)
     server.serve(PATH, fixture_text("aws_spot_advisor", "partial.json"))
-    result = await side_runner.run(FEED)
+    result = await side_runner.run_feed(FEED)
     rows = stored(session_factory)
     assert result.status == "ok" and result.seen == len(rows) == 225
     assert not any(region == "us-west-2" for region, _, _ in rows)  # gone from the feed: gone
@@ -134,10 +134,10 @@ async def test_a_bad_fetch_keeps_the_previous_rows(
     error: str,
 ) -> None:
     server.serve(PATH, fixture_text("aws_spot_advisor", "spot-advisor-2025-06.json"))
-    await side_runner.run(FEED)
+    await side_runner.run_feed(FEED)
     before = stored(session_factory)
     server.serve(PATH, body, status=status)
-    result = await side_runner.run(FEED)
+    result = await side_runner.run_feed(FEED)
     assert result.status == run_status
     assert result.error is not None and error in result.error
     assert stored(session_factory) == before
@@ -148,11 +148,11 @@ async def test_scheduled_run_stands_down_when_another_ran_this_interval(
     side_runner: SideFeedRunner, server: FeedServer, session_factory: sessionmaker[Session]
 ) -> None:
     server.serve(PATH, fixture_text("aws_spot_advisor", "spot-advisor-2021-02.json"))
-    assert (await side_runner.run(FEED, scheduled=True)).status == "ok"
-    assert (await side_runner.run(FEED, scheduled=True)).status == "locked"
+    assert (await side_runner.run_feed(FEED, scheduled=True)).status == "ok"
+    assert (await side_runner.run_feed(FEED, scheduled=True)).status == "locked"
     assert len(runs(session_factory)) == 1
     side_runner.clock = lambda: utcnow() + timedelta(hours=4)  # past half the 6 h interval
-    assert (await side_runner.run(FEED, scheduled=True)).status == "ok"
+    assert (await side_runner.run_feed(FEED, scheduled=True)).status == "ok"
 
 
 async def test_providers_status_and_api_show_the_side_feed(
@@ -165,9 +165,9 @@ async def test_providers_status_and_api_show_the_side_feed(
         before = {s.source: s for s in provider_statuses(session, side_runner.settings)}
     assert before[FEED].last_status is None and not before[FEED].stale
     server.serve(PATH, fixture_text("aws_spot_advisor", "spot-advisor-2025-06.json"))
-    await side_runner.run(FEED)
+    await side_runner.run_feed(FEED)
     server.serve(PATH, "nope", status=404)
-    await side_runner.run(FEED)
+    await side_runner.run_feed(FEED)
     with session_factory() as session:
         status = {s.source: s for s in provider_statuses(session, side_runner.settings)}[FEED]
     assert (status.last_status, status.offer_count, status.stale) == ("failed", 355, False)
@@ -203,7 +203,7 @@ async def test_stored_bands_read_back_for_the_cost_model(
     from app.store.spot_advisor import advisor_rows
 
     server.serve(PATH, fixture_text("aws_spot_advisor", "spot-advisor-2021-02.json"))
-    await side_runner.run(FEED)
+    await side_runner.run_feed(FEED)
     with session_factory() as session:
         first_version = data_version(session)
         rows = advisor_rows(session)
@@ -211,7 +211,7 @@ async def test_stored_bands_read_back_for_the_cost_model(
         risk = spot_interruption_rate("aws", "p4d.24xlarge", "us-east-1", rows)
         assert (risk.basis, risk.band_label) == ("advisor", "<5%")
     server.serve(PATH, fixture_text("aws_spot_advisor", "spot-advisor-2025-06.json"))
-    await side_runner.run(FEED)
+    await side_runner.run_feed(FEED)
     with session_factory() as session:
         assert data_version(session) != first_version  # a new fetch invalidates cached bands
         rows = advisor_rows(session)
@@ -258,7 +258,7 @@ async def test_a_side_feed_success_keeps_the_sample_notice(
     from app.pipeline.freshness import sample_notice
 
     server.serve(PATH, fixture_text("aws_spot_advisor", "spot-advisor-2021-02.json"))
-    assert (await side_runner.run(FEED)).status == "ok"
+    assert (await side_runner.run_feed(FEED)).status == "ok"
     with session_factory() as session:
         notice = sample_notice(session)
     assert notice is not None and notice.sample_offers == sample_loaded

@@ -84,7 +84,7 @@ def scrape_cmd(
     async def _all() -> list[str]:
         lines = []
         for feed_id in side:
-            result = await side_runner.run(feed_id)
+            result = await side_runner.run_feed(feed_id)
             detail = result.error or (
                 f"{result.seen} rows: {result.added} added, {result.updated} changed, "
                 f"{result.removed} gone"

@@ -13,26 +13,20 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from apscheduler.schedulers.base import BaseScheduler
 from apscheduler.triggers.interval import IntervalTrigger
-from sqlalchemy import Engine, delete, func, insert, select, update
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy import delete, func, insert, select
+from sqlalchemy.orm import Session
 
-from app.core.metrics import record_scrape
 from app.core.settings import Settings
 from app.pipeline.freshness import ProviderStatus, is_stale
 from app.pipeline.ingest import ScrapeRejected, check_sanity, last_good_count
-from app.pipeline.scrape_runner import (
-    MAX_WARNINGS,
-    RunResult,
-    describe_error,
-    provider_lock,
-)
+from app.pipeline.scrape_runner import RunResult, ScrapeRunner, describe_error, provider_lock
 from app.store.data_cache import bump_data_version
-from app.store.models import ScrapeRun, SpotAdvisorRow, utcnow
+from app.store.models import ScrapeRun, SpotAdvisorRow
 from scrapers.http import make_client
 from scrapers.spot_advisor import SpotAdvisorFeed, SpotAdvisorRecord
 
@@ -101,36 +95,24 @@ def replace_advisor_rows(
     return len(rows), added, changed, removed
 
 
-class SideFeedRunner:
-    """Runs side feeds against one database; shares the price feeds' lock and run records."""
-
-    def __init__(
-        self,
-        settings: Settings,
-        engine: Engine,
-        session_factory: sessionmaker[Session],
-        *,
-        clock: Callable[[], datetime] = utcnow,
-    ) -> None:
-        self.settings = settings
-        self.engine = engine
-        self.sessions = session_factory
-        self.clock = clock
+class SideFeedRunner(ScrapeRunner):
+    """Runs side feeds against one database with the price feeds' lock and run records
+    (`ScrapeRunner`'s run bookkeeping: `_start_run`, `_update_run`, `_finish`)."""
 
     def feed(self, feed_id: str) -> SpotAdvisorFeed:
         """The feed object with its URL from settings (KeyError for an unknown id)."""
         return SIDE_FEEDS[feed_id](self.settings.provider(feed_id).url)
 
-    async def run(self, feed_id: str, *, scheduled: bool = False) -> RunResult:
+    async def run_feed(self, feed_id: str, *, scheduled: bool = False) -> RunResult:
         """Fetch one side feed and replace its rows; never raises for a feed problem."""
         with provider_lock(self.engine, feed_id) as got:
             if not got:
                 return RunResult(source=feed_id, status="locked")
-            if scheduled and await asyncio.to_thread(self._ran_recently, feed_id):
+            if scheduled and await asyncio.to_thread(self._feed_ran_recently, feed_id):
                 return RunResult(source=feed_id, status="locked")
-            return await self._run_locked(feed_id)
+            return await self._run_feed_locked(feed_id)
 
-    def _ran_recently(self, feed_id: str) -> bool:
+    def _feed_ran_recently(self, feed_id: str) -> bool:
         window = timedelta(minutes=side_feed_interval_minutes(feed_id, self.settings) / 2)
         with self.sessions() as session:
             last = session.scalar(
@@ -138,7 +120,7 @@ class SideFeedRunner:
             )
         return last is not None and self.clock() - last < window
 
-    async def _run_locked(self, feed_id: str) -> RunResult:
+    async def _run_feed_locked(self, feed_id: str) -> RunResult:
         started = time.monotonic()
         run_id = await asyncio.to_thread(self._start_run, feed_id)
         feed = self.feed(feed_id)
@@ -153,13 +135,6 @@ class SideFeedRunner:
         return await asyncio.to_thread(
             self._store, run_id, feed, parsed.records, parsed.warnings, started
         )
-
-    def _start_run(self, feed_id: str) -> int:
-        with self.sessions.begin() as session:
-            run = ScrapeRun(source=feed_id, started_at=self.clock(), status="running")
-            session.add(run)
-            session.flush()
-            return run.id
 
     def _store(
         self,
@@ -180,14 +155,17 @@ class SideFeedRunner:
                 stored, added, changed, removed = replace_advisor_rows(
                     session, provider_id=feed.provider_id, records=records, now=self.clock()
                 )
-                self._update(
+                self._update_run(
                     session,
                     run_id,
                     source,
                     "ok",
                     None,
                     started,
-                    counts=(stored, added, changed, removed),
+                    seen=stored,
+                    added=added,
+                    updated=changed,
+                    removed=removed,
                     warnings=warnings,
                 )
         except ScrapeRejected as exc:
@@ -208,50 +186,10 @@ class SideFeedRunner:
             run_id=run_id,
         )
 
-    def _update(
-        self,
-        session: Session,
-        run_id: int,
-        source: str,
-        status: str,
-        error: str | None,
-        started: float,
-        *,
-        counts: tuple[int, int, int, int] = (0, 0, 0, 0),
-        warnings: list[str] | None = None,
-    ) -> None:
-        record_scrape(source, status, time.monotonic() - started)
-        seen, added, changed, removed = counts
-        session.execute(
-            update(ScrapeRun)
-            .where(ScrapeRun.id == run_id)
-            .values(
-                status=status,
-                error=error,
-                finished_at=self.clock(),
-                offers_seen=seen,
-                offers_added=added,
-                offers_updated=changed,
-                offers_removed=removed,
-                warnings="\n".join((warnings or [])[:MAX_WARNINGS]) or None,
-            )
-        )
-
-    def _finish(
-        self, run_id: int, source: str, status: str, error: str, started: float
-    ) -> RunResult:
-        log.warning("side feed %s: %s", status, error, extra={"source": source})
-        try:
-            with self.sessions.begin() as session:
-                self._update(session, run_id, source, status, error, started)
-        except Exception:  # noqa: BLE001 - the database itself may be down; the log keeps it
-            log.exception("could not record the failed run", extra={"source": source})
-        return RunResult(source=source, status=status, error=error, run_id=run_id)
-
 
 async def _job(runner: SideFeedRunner, feed_id: str) -> None:
     try:
-        await runner.run(feed_id, scheduled=True)
+        await runner.run_feed(feed_id, scheduled=True)
     except Exception:  # noqa: BLE001 - a scheduler job must never die
         log.exception("side feed job crashed", extra={"source": feed_id})
 
