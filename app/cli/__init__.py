@@ -63,23 +63,33 @@ def scrape_cmd(
         list[str] | None, typer.Argument(help="Provider ids; all if none.")
     ] = None,
 ) -> None:
-    """Scrape providers now and print each run's outcome."""
+    """Scrape providers (and side feeds such as aws-spot-advisor) now; print each outcome."""
     from app.pipeline.scrape_runner import ScrapeRunner
+    from app.pipeline.side_feeds import SIDE_FEEDS, SideFeedRunner
     from scrapers.registry import SCRAPERS, get_scraper_class
 
     _setup_logging()
     settings = get_settings()
-    names = providers or sorted(SCRAPERS)
+    names = providers or [*sorted(SCRAPERS), *sorted(SIDE_FEEDS)]
+    side = [n.strip().lower() for n in names if n.strip().lower() in SIDE_FEEDS]
     try:
-        classes = [get_scraper_class(n) for n in names]
+        classes = [get_scraper_class(n) for n in names if n.strip().lower() not in SIDE_FEEDS]
     except KeyError as exc:
         print(exc.args[0])
         raise typer.Exit(2) from exc
     engine = make_engine(settings.database_url)
     runner = ScrapeRunner(settings, engine, make_session_factory(engine))
+    side_runner = SideFeedRunner(settings, engine, runner.sessions)
 
     async def _all() -> list[str]:
         lines = []
+        for feed_id in side:
+            result = await side_runner.run_feed(feed_id)
+            detail = result.error or (
+                f"{result.seen} rows: {result.added} added, {result.updated} changed, "
+                f"{result.removed} gone"
+            )
+            lines.append(f"{result.source}: {result.status}: {detail}")
         for cls in classes:
             result = await runner.run(cls)
             detail = result.error or (

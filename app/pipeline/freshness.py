@@ -99,6 +99,9 @@ def provider_statuses(
                 ),
             )
         )
+    from app.pipeline.side_feeds import side_feed_statuses
+
+    statuses.extend(side_feed_statuses(session, settings, now=now))
     return statuses
 
 
@@ -112,11 +115,13 @@ class SampleNotice:
 
 def sample_notice(session: Session) -> SampleNotice | None:
     from app.pipeline.sample_loader import SAMPLE_SOURCE, sample_date
+    from app.pipeline.side_feeds import SIDE_FEEDS
 
+    # Side feeds (spot bands) bring no offers: their success does not replace the sample.
     live_ok = session.scalar(
         select(func.count())
         .select_from(ScrapeRun)
-        .where(ScrapeRun.status == "ok", ScrapeRun.source != SAMPLE_SOURCE)
+        .where(ScrapeRun.status == "ok", ScrapeRun.source.notin_([SAMPLE_SOURCE, *SIDE_FEEDS]))
     )
     sample_offers = active_offers_by_source(session).get(SAMPLE_SOURCE, 0)
     if live_ok or not sample_offers:

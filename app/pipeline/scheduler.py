@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.settings import Settings
 from app.pipeline.scrape_runner import ScrapeRunner, close_abandoned_runs, interval_minutes
+from app.pipeline.side_feeds import SideFeedRunner, add_side_feed_jobs
 from app.store.models import utcnow
 from scrapers.base import Scraper
 
@@ -58,6 +59,8 @@ def build_scheduler(
             misfire_grace_time=300,
             next_run_time=start + timedelta(seconds=delay),
         )
+    side_runner = SideFeedRunner(settings, runner.engine, runner.sessions, clock=runner.clock)
+    add_side_feed_jobs(scheduler, settings, side_runner, start=start)
     return scheduler
 
 

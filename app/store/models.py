@@ -273,3 +273,26 @@ class DataVersion(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     token: Mapped[str] = mapped_column(String(32))
     changed_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class SpotAdvisorRow(Base):
+    """One interruption-frequency band of a spot feed (AWS Spot Instance Advisor) for an
+    instance type, region and OS; the whole provider's set is replaced on each fetch."""
+
+    __tablename__ = "spot_advisor"
+    __table_args__ = (
+        UniqueConstraint(
+            "provider_id", "region", "instance_type", "os", name="uq_spot_advisor_key"
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    provider_id: Mapped[str] = mapped_column(String(64))  # offers' provider id, e.g. "aws"
+    region: Mapped[str] = mapped_column(String(64))
+    instance_type: Mapped[str] = mapped_column(String(64))
+    os: Mapped[str] = mapped_column(String(16))  # Linux | Windows
+    band_index: Mapped[int] = mapped_column(Integer)
+    band_label: Mapped[str] = mapped_column(String(16))  # e.g. "<5%", ">20%"
+    band_max_pct: Mapped[float] = mapped_column(Float)  # the feed's `max` for the band
+    savings_pct: Mapped[float | None] = mapped_column(Float)  # vs on-demand, trailing 30 days
+    fetched_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
