@@ -50,6 +50,8 @@ def _measured_gib(entry: dict[str, Any]) -> float:
         return value * 1e9 / GIB
     if unit == "GiB":
         return value
+    if unit == "MiB":
+        return value / 1024
     if unit == "card_GB":
         return CARD_USABLE_GIB[int(value)]
     raise ValueError(f"unknown unit {unit!r} in {entry['id']}")
