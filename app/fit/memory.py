@@ -239,7 +239,7 @@ def logits_bytes(arch: ModelArch, tokens: int, stack: Stack) -> float:
     return float(arch.vocab) * tokens * stack.logits_bytes
 
 
-def _target_matrices(arch: ModelArch, targets: str) -> list[tuple[int, int]]:
+def target_matrices(arch: ModelArch, targets: str) -> list[tuple[int, int]]:
     """(d_in, d_out) of the matrices LoRA adapts in one layer (all experts for MoE)."""
     h, i = arch.hidden, arch.intermediate
     hq, hkv = arch.heads * arch.head_dim, arch.kv_heads * arch.head_dim
@@ -254,13 +254,13 @@ def _target_matrices(arch: ModelArch, targets: str) -> list[tuple[int, int]]:
 
 def lora_adapter_params(arch: ModelArch, rank: int, targets: str = "all") -> float:
     """Adapter parameters: r·(d_in + d_out) for each targeted matrix in every layer."""
-    per_layer = sum(d_in + d_out for d_in, d_out in _target_matrices(arch, targets))
+    per_layer = sum(d_in + d_out for d_in, d_out in target_matrices(arch, targets))
     return float(rank * per_layer * arch.layers)
 
 
 def lora_target_weight_params(arch: ModelArch, targets: str) -> float:
     """Frozen base weights of the adapted matrices (what torchtune's QLoRA quantizes)."""
-    return float(sum(a * b for a, b in _target_matrices(arch, targets)) * arch.layers)
+    return float(sum(a * b for a, b in target_matrices(arch, targets)) * arch.layers)
 
 
 @dataclass(frozen=True)
