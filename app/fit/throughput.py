@@ -43,7 +43,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.fit.hardware import GpuFacts, Links, collective_busbw
-from app.fit.memory import target_matrices, base_weights, lora_adapter_params, zero_divisors
+from app.fit.memory import base_weights, lora_adapter_params, target_matrices, zero_divisors
 from app.fit.presets import ModelArch
 from app.fit.workload import Workload
 

@@ -156,7 +156,8 @@ def throughput_rows() -> list[ValidationRow]:
 
 def format_table(rows: list[ValidationRow]) -> str:
     """A plain-text measured-vs-estimated table."""
-    lines = [f"{'case':44} {'stack':10} {'metric':12} {'measured':>10} {'estimate':>10} {'error':>7}"]
+    head = f"{'case':44} {'stack':10} {'metric':12} {'measured':>10} {'estimate':>10}"
+    lines = [f"{head} {'error':>7}"]
     for r in rows:
         lines.append(
             f"{r.id:44} {r.stack:10} {r.metric:12} {r.measured:10.2f} {r.estimated:10.2f} "

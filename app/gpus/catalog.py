@@ -124,9 +124,7 @@ def _entries(raw: Any) -> list[_Entry]:
 
 
 def _parse(raw: Any) -> dict[str, GpuSpec]:
-    return {
-        e.slug: GpuSpec(**e.model_dump(exclude=set(_PERF_FIELDS))) for e in _entries(raw)
-    }
+    return {e.slug: GpuSpec(**e.model_dump(exclude=set(_PERF_FIELDS))) for e in _entries(raw)}
 
 
 def _parse_performance(raw: Any) -> dict[str, GpuPerformance]:
@@ -142,13 +140,13 @@ def _parse_performance(raw: Any) -> dict[str, GpuPerformance]:
         family = families.get(e.architecture)
         if family is None:
             raise CatalogError(f"gpus.yaml: no performance row for architecture {e.architecture}")
-        own = e.matmul_efficiency is not None
+        own = e.matmul_efficiency
         out[e.slug] = GpuPerformance(
-            matmul_efficiency=e.matmul_efficiency if own else family.matmul_efficiency,
+            matmul_efficiency=own if own is not None else family.matmul_efficiency,
             attention_efficiency=family.attention_efficiency,
             pcie_gen=family.pcie_gen,
             p2p=e.p2p,
-            source=(f"{e.perf_source}; " if own else "") + family.source,
+            source=(f"{e.perf_source}; " if own is not None else "") + family.source,
         )
     return out
 
