@@ -23,8 +23,13 @@ def _table(data: dict[str, Any]) -> str:
         f"{data['model_name']} ({data['params_b']}B), stack {data['stack']}",
         f"{'component':26} {'GiB':>7}",
     ]
-    labels = {"overhead_gib": "overhead (buffer+frag+ctx)"}
-    lines += [f"{labels.get(k, k.removesuffix('_gib')):26} {v:7.2f}" for k, v in bd.items()]
+    labels = {
+        "overhead_gib": "overhead (buffer+frag+ctx)",
+        "peak_overlap_gib": "not alive at the peak (-)",
+    }
+    for key, value in bd.items():
+        shown = -value if key == "peak_overlap_gib" else value
+        lines.append(f"{labels.get(key, key.removesuffix('_gib')):26} {shown:7.2f}")
     lines.append(f"{'per GPU total':26} {data['per_gpu_gib']:7.2f}")
     fits = data["fits_gpu_gib"]
     lines.append(f"fits card: {f'{fits} GB' if fits else 'none (too large)'}")

@@ -155,7 +155,7 @@ def intra_node_busbw(gpu: GpuFacts, links: Links) -> float:
         total = links.nvlink_gbps or gpu.nvlink_gbps or DEFAULT_NVLINK_GBPS
         return total / 2 * NCCL_LINK_EFFICIENCY
     pcie = PCIE_GBPS_PER_DIRECTION.get(gpu.pcie_gen, PCIE_GBPS_PER_DIRECTION[4])
-    if links.interconnect == "pcie" and not gpu.p2p:
+    if not gpu.p2p:  # PCIe or unknown: without NVLink a GeForce card stages through the host
         return pcie * HOST_STAGED_EFFICIENCY
     return pcie * NCCL_LINK_EFFICIENCY
 

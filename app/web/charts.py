@@ -267,7 +267,8 @@ def memory_bar(
     desc = (
         f"{total:.1f} GiB per GPU: " + ", ".join(f"{p.label} {p.gib:.1f}" for p in parts) + verdict
     )
-    rows = math.ceil(len(parts) / 3)
+    columns = 2
+    rows = math.ceil(len(parts) / columns)
     height = bar_y + bar_h + 14 + rows * 18 + 6
     out: list[str] = [
         f'<svg class="chart memory-bar" viewBox="0 0 {width:g} {height:g}" role="img" '
@@ -276,6 +277,11 @@ def memory_bar(
         f'<desc id="mem-desc">{escape(desc)}</desc>',
         f'<text class="axis" x="{left:g}" y="16">{escape(f"{total:.1f} GiB per GPU")}</text>',
     ]
+    if capacity_gib:
+        out.append(
+            f'<text class="axis" x="{width - right:g}" y="16" text-anchor="end">'
+            f"{escape(f'{capacity_label}: {capacity_gib:.1f} GiB usable (line)')}</text>"
+        )
     at = 0.0
     for part in parts:
         x0, x1 = x(at), x(at + part.gib)
@@ -288,17 +294,14 @@ def memory_bar(
     if capacity_gib:
         cx = x(capacity_gib)
         css = "capacity" if total <= capacity_gib else "capacity over"
-        label = f"{capacity_label}: {capacity_gib:.1f} GiB"
-        anchor = "end" if cx > width / 2 else "start"
-        tx = cx - 4 if anchor == "end" else cx + 4
         out.append(
             f'<line class="{css}" x1="{cx:.1f}" x2="{cx:.1f}" y1="{bar_y - 6:g}" '
-            f'y2="{bar_y + bar_h + 6:g}"/>'
-            f'<text class="axis" x="{tx:.1f}" y="16" text-anchor="{anchor}">{escape(label)}</text>'
+            f'y2="{bar_y + bar_h + 6:g}"><title>{escape(capacity_label)}: '
+            f"{capacity_gib:.1f} GiB</title></line>"
         )
     for i, part in enumerate(parts):
-        lx = left + (i % 3) * (plot_w / 3)
-        ly = bar_y + bar_h + 20 + (i // 3) * 18
+        lx = left + (i % columns) * (plot_w / columns)
+        ly = bar_y + bar_h + 20 + (i // columns) * 18
         out.append(
             f'<rect class="key {escape(part.css)}" x="{lx:.1f}" y="{ly - 9:g}" '
             f'width="12" height="10"/>'

@@ -190,6 +190,9 @@ def index_context(
         "memory_chart": (
             memory_chart(page.estimate, filters, page) if page.estimate is not None else None
         ),
+        "memory_parts": (
+            memory_parts(page.estimate.breakdown.as_dict()) if page.estimate is not None else []
+        ),
         "stack_options": [(s["id"], s["name"]) for s in stacks_list()],
         "facets": by_key,
         "regions": regions,
