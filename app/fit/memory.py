@@ -70,6 +70,7 @@ from step to step and cached blocks are too small for the next request (PyTorch 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 
 from app.fit.presets import ModelArch
 from app.fit.stacks import Stack
@@ -239,19 +240,21 @@ def logits_bytes(arch: ModelArch, tokens: int, stack: Stack) -> float:
     return float(arch.vocab) * tokens * stack.logits_bytes
 
 
-def target_matrices(arch: ModelArch, targets: str) -> list[tuple[int, int]]:
+@lru_cache(maxsize=1024)
+def target_matrices(arch: ModelArch, targets: str) -> tuple[tuple[int, int], ...]:
     """(d_in, d_out) of the matrices LoRA adapts in one layer (all experts for MoE)."""
     h, i = arch.hidden, arch.intermediate
     hq, hkv = arch.heads * arch.head_dim, arch.kv_heads * arch.head_dim
     q, k, v, o = (h, hq), (h, hkv), (h, hkv), (hq, h)
     if targets == "qv":
-        return [q, v]
+        return (q, v)
     if targets == "attention":
-        return [q, k, v, o]
+        return (q, k, v, o)
     mlp = [(h, i), (h, i), (i, h)] if arch.gated_mlp else [(h, i), (i, h)]
-    return [q, k, v, o, *(mlp * arch.experts)]
+    return (q, k, v, o, *(mlp * arch.experts))
 
 
+@lru_cache(maxsize=1024)
 def lora_adapter_params(arch: ModelArch, rank: int, targets: str = "all") -> float:
     """Adapter parameters: r·(d_in + d_out) for each targeted matrix in every layer."""
     per_layer = sum(d_in + d_out for d_in, d_out in target_matrices(arch, targets))

@@ -41,6 +41,7 @@ assumed) on Ampere and newer and at an eighth of the 16-bit peak on older parts.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from app.fit.hardware import GpuFacts, Links, collective_busbw
 from app.fit.memory import base_weights, lora_adapter_params, target_matrices, zero_divisors
@@ -121,6 +122,7 @@ def time_refusal(workload: Workload, gpu: GpuFacts) -> str | None:
     return f"no {workload.precision} throughput figure for {gpu.name}"
 
 
+@lru_cache(maxsize=1024)
 def linear_params(arch: ModelArch) -> tuple[float, float]:
     """(decoder-layer, output-head) parameters in matmuls touched per token."""
     h, hd = arch.hidden, arch.head_dim
