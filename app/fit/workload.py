@@ -1,7 +1,9 @@
 """The training job being sized: method, model, precision, optimizer, batch shape, parallelism.
 
-Defaults follow the most common fine-tuning setup: bf16 mixed precision, AdamW, micro-batch 1,
-2048-token sequences, gradient checkpointing on, LoRA rank 16 on all linear layers, one GPU.
+Defaults follow the most common fine-tuning setup: the Hugging Face stack, bf16 with its dtype
+policy (mixed precision), AdamW, micro-batch 1 without gradient accumulation, 2048-token
+variable-length sequences (packed for pretraining), gradient checkpointing on, LoRA rank 16 on
+all linear layers, one GPU.
 Tokens default to 100M for fine-tuning (a few epochs over a mid-sized instruction set) and to
 20 tokens per parameter for pretraining (Chinchilla-optimal, Hoffmann et al. 2022).
 """

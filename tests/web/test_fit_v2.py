@@ -142,3 +142,10 @@ def test_saved_search_and_share_link_keep_the_new_fields(client: TestClient) -> 
     share = stored[0]["share_url"].rsplit("/", 1)[1]
     location = client.get(f"/s/{share}", follow_redirects=False).headers["location"]
     assert all(p in location for p in ("stack=unsloth", "packed=true", "grad_accum=8"))
+
+
+def test_offer_page_shows_speed(client: TestClient, shapes: None) -> None:
+    offers = client.get("/api/offers", params={"model": "llama-3.1-8b", "method": "qlora"}).json()
+    first = offers["offers"][0]
+    html = client.get(f"{first['url']}?model=llama-3.1-8b&method=qlora", headers=HTML).text
+    assert "Tokens/s per GPU" in html and "MFU" in html and "% of step time" in html
