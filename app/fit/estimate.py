@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.fit.memory import MemoryBreakdown, per_gpu_breakdown
+from app.fit.hardware import GpuFacts, Links, gpu_facts
+from app.fit.memory import FRAG_PACKED, FRAG_VARIABLE, MemoryBreakdown, per_gpu_breakdown
 from app.fit.presets import ModelArch
+from app.fit.stacks import Stack
+from app.fit.throughput import TimeEstimate, time_refusal, training_time
 from app.fit.topology import (
     CARD_USABLE_GIB,
     MULTI_NODE,
@@ -15,6 +18,7 @@ from app.fit.topology import (
     smallest_layout,
 )
 from app.fit.workload import Workload, resolve_model
+from app.gpus.catalog import get_gpu
 
 
 @dataclass(frozen=True)
@@ -39,6 +43,52 @@ class MemoryEstimate:
     train_tokens: float
     notes: tuple[str, ...]
     arch: ModelArch
+    stack: Stack
+    assumptions: tuple[str, ...] = ()
+
+
+def stack_assumptions(workload: Workload, arch: ModelArch) -> list[str]:
+    """What the estimate assumed about the stack and the data, in words."""
+    stack = workload.stack_entry
+    loss = {
+        "upcast": f"the loss upcasts the logits to fp32 ({stack.logits_bytes:g} bytes per logit)",
+        "chunked": f"a chunked loss ({stack.logits_bytes:g} bytes per logit)",
+        "fused": "a fused linear cross-entropy (logits never materialised)",
+    }[stack.loss]
+    dtype = (
+        "bf16 weights, gradients and optimizer states"
+        if workload.uses_pure_16bit
+        else "mixed precision with fp32 master weights and optimizer states"
+    )
+    if workload.pure_16bit is None and workload.precision != "fp32":
+        dtype += " (the stack's default)"
+    checkpointing = {
+        "full": "per-layer activation checkpointing",
+        "selective": "per-op selective activation checkpointing",
+        "offloaded": "activation checkpointing with layer inputs offloaded to CPU memory",
+    }[stack.checkpointing]
+    out = [f"stack {stack.id} ({stack.name}): {loss}; {dtype}"]
+    if workload.grad_checkpointing:
+        out.append(f"grad_checkpointing means {checkpointing}")
+    if workload.method == "qlora":
+        out.append(f"QLoRA: {stack.qlora.implementation}")
+    frag = FRAG_PACKED if workload.is_packed else FRAG_VARIABLE
+    kind = "packed or fixed-length" if workload.is_packed else "variable-length (padded)"
+    default = " (default for this method; set packed=)" if workload.packed is None else ""
+    out.append(
+        f"{kind} batches{default}: allocator fragmentation {frag:.0%} of activations and logits"
+    )
+    if workload.grad_accum == 1 and not workload.is_peft:
+        out.append(
+            "no gradient accumulation: gradients appear as activations are freed "
+            "(set grad_accum= if you accumulate)"
+        )
+    if workload.model is None and workload.vocab is None:
+        out.append(
+            f"vocabulary {arch.vocab:,} assumed for a {workload.params_b:g}B model "
+            "(pass vocab= for your tokenizer)"
+        )
+    return out
 
 
 def estimate_memory(workload: Workload) -> MemoryEstimate:
@@ -94,4 +144,54 @@ def estimate_memory(workload: Workload) -> MemoryEstimate:
         train_tokens=workload.train_tokens(arch),
         notes=tuple(notes),
         arch=arch,
+        stack=workload.stack_entry,
+        assumptions=tuple(stack_assumptions(workload, arch)),
     )
+
+
+@dataclass(frozen=True)
+class TimeAnswer:
+    """The job's speed on `gpus` of one catalog GPU joined by `links` (or why there is none)."""
+
+    gpu_slug: str
+    gpu: GpuFacts
+    links: Links
+    sharding: str
+    time: TimeEstimate | None
+    refusal: str | None
+
+
+DEFAULT_INTERCONNECT = {"SXM": "nvswitch", "NVL": "nvlink", "PCIe": "pcie"}
+
+
+def estimate_time(
+    workload: Workload,
+    estimate: MemoryEstimate,
+    gpu_slug: str,
+    *,
+    interconnect: str | None = None,
+    network: str = "unknown",
+    network_gbps: float | None = None,
+) -> TimeAnswer | None:
+    """Speed and hours of the job as stated (its `gpus` and `sharding`) on a catalog GPU.
+
+    The interconnect defaults to the form factor's (SXM: NVSwitch, NVL: NVLink bridges, PCIe
+    cards: PCIe); None for a slug not in the catalog.
+    """
+    gpu = gpu_facts(gpu_slug)
+    if gpu is None:
+        return None
+    spec = get_gpu(gpu_slug)
+    kind = interconnect or DEFAULT_INTERCONNECT.get(spec.form_factor if spec else "", "unknown")
+    links = Links.for_count(
+        workload.gpus,
+        interconnect=kind,
+        nvlink_gbps=gpu.nvlink_gbps,
+        network=network,
+        network_gbps=network_gbps,
+    )
+    refusal = time_refusal(workload, gpu)
+    time = None
+    if refusal is None:
+        time = training_time(workload, estimate.arch, gpu, links, sharding=workload.sharding)
+    return TimeAnswer(gpu_slug, gpu, links, workload.sharding, time, refusal)

@@ -57,7 +57,8 @@ def factor_texts(
 
 
 def explain_fit(fit: OfferFit, offer: OfferFacts, *, auto_zero3: bool, sharding: str) -> str:
-    """e.g. 'fits with 22% headroom; NVLink 900 GB/s; per-second billing; est. 3.1 h, $9.40'."""
+    """e.g. 'fits with 22% headroom; NVLink 900 GB/s; per-second billing; est. 3.1 h, $9.40;
+    2,410 tokens/s per GPU at 41% MFU'."""
     parts = [f"fits with {fit.headroom_pct:.0f}% headroom"]
     if auto_zero3:
         parts[0] += f" using {sharding} across {max(1, int(offer.gpu_count))} GPUs"
@@ -73,6 +74,11 @@ def explain_fit(fit: OfferFit, offer: OfferFacts, *, auto_zero3: bool, sharding:
             f", ${fit.est_total_cost:,.2f}" if fit.est_total_cost is not None else ", price unknown"
         )
         parts.append(f"est. {fit.est_hours:.1f} h{cost}")
+        if fit.tokens_per_s_per_gpu is not None and fit.mfu is not None:
+            comm = f", {fit.comm_share:.0%} communication" if fit.comm_share else ""
+            parts.append(
+                f"{fit.tokens_per_s_per_gpu:,.0f} tokens/s per GPU at {fit.mfu:.0%} MFU{comm}"
+            )
     else:
-        parts.append("speed unknown")
+        parts.append(fit.factors.get("precision", "speed unknown"))
     return "; ".join(parts)

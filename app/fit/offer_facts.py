@@ -26,6 +26,7 @@ class OfferFacts:
     spot_price_per_hour: float | None = None
     spot: bool = False
     availability: str = "unknown"
+    gpu_slug: str | None = None  # catalog slug: efficiencies, bandwidth, PCIe, peer-to-peer
 
 
 @dataclass(frozen=True)
@@ -45,3 +46,6 @@ class OfferFit:
     reason: str | None
     sharding_used: str = "none"
     tiebreak: tuple[float, ...] = field(default=())
+    tokens_per_s_per_gpu: float | None = None
+    mfu: float | None = None
+    comm_share: float | None = None

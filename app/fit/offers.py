@@ -1,5 +1,9 @@
 """assess_offer: does a workload fit an offer, how long does it take and what does it cost.
 
+Time comes from app.fit.throughput.training_time with the offer's GPU (catalog facts by slug),
+GPU count and links: the same function /api/estimate calls, so both give the same hours for
+the same GPU, count, links and sharding.
+
 GPU count: the offer's count is used, not the workload's `gpus` (which only shapes the
 stand-alone estimate). The workload's sharding is applied at the offer's count; when that does not
 fit and the offer has several GPUs, the job is re-assessed with ZeRO-3 (FSDP full shard) as "what
@@ -12,20 +16,20 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from app.fit.cost import (
-    FAST_NETWORKS,
-    GPUS_PER_NODE,
-    assumed_mfu,
-    billed_hours,
-    compute_hours,
-    peak_tflops,
-    spot_overhead_hours,
-    training_flops,
-)
+from app.fit.cost import billed_hours, spot_overhead_hours
 from app.fit.estimate import MemoryEstimate
 from app.fit.explain import explain_fit, factor_texts
+from app.fit.hardware import (
+    GPUS_PER_NODE,
+    RDMA_NETWORKS,
+    GpuFacts,
+    Links,
+    gpu_facts,
+    uncatalogued_gpu,
+)
 from app.fit.memory import per_gpu_breakdown
 from app.fit.offer_facts import OfferFacts, OfferFit
+from app.fit.throughput import TimeEstimate, time_refusal, training_time
 from app.fit.workload import Workload
 
 INTERCONNECT_RANK = {"nvswitch": 0, "nvlink": 1, "unknown": 2, "pcie": 3}
@@ -58,6 +62,45 @@ def _score(
     if spot:
         score -= 10
     return max(0.0, score)
+
+
+def offer_gpu(offer: OfferFacts) -> GpuFacts | None:
+    """The offer's GPU as the time model sees it: the catalog entry, else the offer's peaks."""
+    return gpu_facts(offer.gpu_slug) or uncatalogued_gpu(
+        offer.bf16_tflops, offer.fp16_tflops, offer.nvlink_gbps
+    )
+
+
+def offer_links(offer: OfferFacts) -> Links:
+    """The offer's GPUs (whole ones, at least one) and how they are joined."""
+    return Links.for_count(
+        max(1, math.floor(offer.gpu_count)),
+        interconnect=offer.interconnect,
+        nvlink_gbps=offer.nvlink_gbps,
+        network=offer.network,
+        network_gbps=offer.network_gbps,
+    )
+
+
+def offer_time(
+    workload: Workload, estimate: MemoryEstimate, offer: OfferFacts, sharding: str
+) -> TimeEstimate | str | None:
+    """The job's speed on the offer (a fractional GPU runs at its share), the reason it has
+    none (e.g. bf16 on a V100), or None when the offer's GPU has no known peak."""
+    gpu = offer_gpu(offer)
+    if gpu is None:
+        return None
+    refusal = time_refusal(workload, gpu)
+    if refusal is not None:
+        return refusal
+    time = training_time(workload, estimate.arch, gpu, offer_links(offer), sharding=sharding)
+    if time is not None and 0 < offer.gpu_count < 1:
+        time = replace(
+            time,
+            tokens_per_s_per_gpu=time.tokens_per_s_per_gpu * offer.gpu_count,
+            hours=time.hours / offer.gpu_count,
+        )
+    return time
 
 
 def assess_offer(
@@ -129,26 +172,25 @@ def assess_offer(
         )
     headroom = (vram - need) / vram * 100
     factors["headroom"] = f"{headroom:.0f}% VRAM headroom"
-    tflops = peak_tflops(offer.bf16_tflops, offer.fp16_tflops)
     est_h = billed = cost = per_m = None
     tokens = workload.train_tokens(arch)
-    if tflops:
-        mfu = assumed_mfu(
-            method=workload.method,
-            gpus=offer.gpu_count,
-            memory_type=offer.memory_type,
-            interconnect=offer.interconnect,
-            network=offer.network,
+    time = offer_time(workload, estimate, offer, sharding)
+    if isinstance(time, str):
+        factors["precision"] = time
+        time = None
+    if time is not None:
+        factors["speed"] = (
+            f"{time.tokens_per_s_per_gpu:,.0f} tokens/s per GPU, MFU {time.mfu:.0%}, "
+            f"{time.comm_share:.0%} of step time in unhidden communication"
         )
-        factors["mfu"] = f"assumed MFU {mfu:.2f}"
-        est_h = compute_hours(training_flops(workload, arch), tflops, offer.gpu_count, mfu)
+        est_h = time.hours
         if spot:
             est_h += spot_overhead_hours(est_h)
         billed = billed_hours(est_h, offer.billing)
         if price is not None:
             cost = billed * price
             per_m = cost / (tokens / 1e6)
-    if multi_node and offer.network not in FAST_NETWORKS:
+    if multi_node and offer.network not in RDMA_NETWORKS:
         factors["network"] = f"{offer.network} between nodes: bottleneck, IB/RoCE/EFA advised"
     fit = OfferFit(
         fits=True,
@@ -164,6 +206,9 @@ def assess_offer(
         reason=None,
         sharding_used=sharding,
         tiebreak=(*tiebreak_base, _spot_risk(spot, est_h), -headroom),
+        tokens_per_s_per_gpu=time.tokens_per_s_per_gpu if time else None,
+        mfu=time.mfu if time else None,
+        comm_share=time.comm_share if time else None,
     )
     return _with_explanation(fit, offer, auto_zero3, sharding)
 

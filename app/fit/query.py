@@ -13,7 +13,8 @@ from fastapi import Depends, Query
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
-from app.fit.workload import Method, Optimizer, Precision, Sharding, Workload
+from app.fit.stacks import StackId
+from app.fit.workload import LoraTargets, Method, Optimizer, Precision, Sharding, Workload
 
 
 def _echo(value: Any) -> str | int | bool | None:
@@ -52,15 +53,36 @@ def workload_query(
     model: Annotated[str | None, Query(description="preset model id, e.g. llama-3.1-8b")] = None,
     params_b: Annotated[float | None, Query(description="model size in billions")] = None,
     method: Method = "lora",
+    stack: Annotated[
+        StackId, Query(description="training stack: hf, hf-liger, torchtune, litgpt, ...")
+    ] = "hf",
     precision: Precision = "bf16",
+    pure_16bit: Annotated[
+        bool | None, Query(description="bf16 weights and optimizer states (default: stack's)")
+    ] = None,
     optimizer: Optimizer = "adamw",
     batch_size: int = 1,
+    grad_accum: Annotated[int, Query(description="micro-batches per optimizer step")] = 1,
     seq_len: int = 2048,
+    packed: Annotated[
+        bool | None, Query(description="packed/fixed-length batches (default: pretrain only)")
+    ] = None,
     grad_checkpointing: bool = True,
     lora_rank: int = 16,
+    lora_targets: LoraTargets = "all",
     sharding: Sharding = "none",
     gpus: int = 1,
     tokens: Annotated[float | None, Query(description="tokens to train on")] = None,
+    dataset_tokens: Annotated[
+        float | None, Query(description="tokens in the dataset (with epochs, instead of tokens)")
+    ] = None,
+    epochs: Annotated[float | None, Query(description="passes over dataset_tokens")] = None,
+    layers: Annotated[int | None, Query(description="decoder layers (params_b models)")] = None,
+    hidden: Annotated[int | None, Query(description="hidden size (params_b models)")] = None,
+    heads: Annotated[int | None, Query(description="attention heads (params_b models)")] = None,
+    kv_heads: Annotated[int | None, Query(description="KV heads (params_b models)")] = None,
+    vocab: Annotated[int | None, Query(description="vocabulary size (params_b models)")] = None,
+    intermediate: Annotated[int | None, Query(description="MLP width (params_b models)")] = None,
 ) -> Workload | None:
     """Optional workload: None when neither model nor params_b is present."""
     if (model is None or not model.strip()) and params_b is None:
@@ -69,15 +91,28 @@ def workload_query(
         model=model,
         params_b=params_b,
         method=method,
+        stack=stack,
         precision=precision,
+        pure_16bit=pure_16bit,
         optimizer=optimizer,
         batch_size=batch_size,
+        grad_accum=grad_accum,
         seq_len=seq_len,
+        packed=packed,
         grad_checkpointing=grad_checkpointing,
         lora_rank=lora_rank,
+        lora_targets=lora_targets,
         sharding=sharding,
         gpus=gpus,
         tokens=tokens,
+        dataset_tokens=dataset_tokens,
+        epochs=epochs,
+        layers=layers,
+        hidden=hidden,
+        heads=heads,
+        kv_heads=kv_heads,
+        vocab=vocab,
+        intermediate=intermediate,
     )
 
 

@@ -1,7 +1,9 @@
 """The training job being sized: method, model, precision, optimizer, batch shape, parallelism.
 
-Defaults follow the most common fine-tuning setup: bf16 mixed precision, AdamW, micro-batch 1,
-2048-token sequences, gradient checkpointing on, LoRA rank 16 on all linear layers, one GPU.
+Defaults follow the most common fine-tuning setup: the Hugging Face stack, bf16 with its dtype
+policy (mixed precision), AdamW, micro-batch 1 without gradient accumulation, 2048-token
+variable-length sequences (packed for pretraining), gradient checkpointing on, LoRA rank 16 on
+all linear layers, one GPU.
 Tokens default to 100M for fine-tuning (a few epochs over a mid-sized instruction set) and to
 20 tokens per parameter for pretraining (Chinchilla-optimal, Hoffmann et al. 2022).
 """
@@ -14,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic_core import PydanticCustomError
 
 from app.fit.presets import ModelArch, get_preset, preset_ids, typical_arch
+from app.fit.stacks import DEFAULT_STACK, Stack, StackId, get_stack
 
 Method = Literal["pretrain", "full", "lora", "qlora"]
 Precision = Literal["bf16", "fp16", "fp32"]
@@ -40,11 +43,20 @@ class Workload(BaseModel):
     intermediate: int | None = Field(default=None, ge=1, le=10_000_000)
     method: Method = "lora"
     precision: Precision = "bf16"
+    # The training stack (app/fit/data/stacks.yaml): loss, dtype policy, checkpointing, QLoRA.
+    stack: StackId = DEFAULT_STACK
     # False = standard mixed precision (fp32 master weights + fp32 optimizer states); True =
     # everything in the 16-bit training dtype, as torchtune and LitGPT `bf16-true` do.
-    pure_16bit: bool = False
+    # None = the stack's default.
+    pure_16bit: bool | None = None
+    # True = packed or fixed-length batches; False = variable-length batches padded per batch
+    # (the caching allocator fragments more). None = packed for pretraining, not otherwise.
+    packed: bool | None = None
     optimizer: Optimizer = "adamw"
     batch_size: int = Field(default=1, ge=1, le=4096)
+    # Micro-batches per optimizer step: gradients stay alive across them (memory) and the
+    # optimizer step and gradient all-reduce happen once per step (time).
+    grad_accum: int = Field(default=1, ge=1, le=10_000)
     seq_len: int = Field(default=2048, ge=1, le=4_194_304)
     grad_checkpointing: bool = True
     lora_rank: int = Field(default=16, ge=1, le=4096)
@@ -99,6 +111,23 @@ class Workload(BaseModel):
                 {"field": "tokens"},
             )
         return self
+
+    @property
+    def stack_entry(self) -> Stack:
+        """The stack's memory- and speed-relevant behaviour."""
+        return get_stack(self.stack)
+
+    @property
+    def uses_pure_16bit(self) -> bool:
+        """Weights, gradients and optimizer states all 16-bit (explicit, else the stack's way)."""
+        if self.precision == "fp32":
+            return False
+        return self.stack_entry.pure_16bit if self.pure_16bit is None else self.pure_16bit
+
+    @property
+    def is_packed(self) -> bool:
+        """Fixed-length batches (explicit, else: pretraining packs, fine-tuning pads)."""
+        return self.method == "pretrain" if self.packed is None else self.packed
 
     @property
     def is_peft(self) -> bool:

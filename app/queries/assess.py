@@ -35,6 +35,7 @@ def offer_facts(row: OfferRow) -> OfferFacts:
         spot_price_per_hour=row.spot_price_per_hour,
         spot=row.spot,
         availability=row.availability,
+        gpu_slug=row.gpu_model if row.gpu_model != "unknown" else None,
     )
 
 

@@ -32,12 +32,13 @@ _RANK_COLUMNS: tuple[Any, ...] = (
     Offer.billing,
     Offer.spot,
     Offer.availability,
+    Offer.gpu_model_slug,
     Offer.price_per_hour,
     Offer.spot_price_per_hour,
     Offer.vram_gib_total,
     Offer.first_seen,
 )
-_N_FACTS = 13  # the leading columns that, with prices None, are the price-free OfferFacts
+_N_FACTS = 14  # the leading columns that, with prices None, are the price-free OfferFacts
 
 
 def _price_free_facts(values: Sequence[Any]) -> OfferFacts:
@@ -55,6 +56,7 @@ def _price_free_facts(values: Sequence[Any]) -> OfferFacts:
         billing,
         spot,
         availability,
+        slug,
     ) = values[:_N_FACTS]
     return OfferFacts(
         gpu_count=gpu_count,
@@ -69,6 +71,7 @@ def _price_free_facts(values: Sequence[Any]) -> OfferFacts:
         billing=billing,
         spot=spot,
         availability=availability,
+        gpu_slug=slug,
     )
 
 
@@ -111,7 +114,7 @@ def _candidates(
         if base is None:
             base = shapes[shape] = assess(_price_free_facts(raw))
         offer_id, gpu_count, spot = raw[0], raw[1], raw[11]
-        on_demand, spot_price, vram_total, first_seen = raw[13:17]
+        on_demand, spot_price, vram_total, first_seen = raw[_N_FACTS : _N_FACTS + 4]
         price = job_price(
             price_per_hour=on_demand,
             spot_price_per_hour=spot_price,

@@ -53,6 +53,9 @@ FIT_FIELDS = (  # fit_dict's keys, minus the nested `factors` (JSON only)
     "explanation",
     "reason",
     "sharding_used",
+    "tokens_per_s_per_gpu",
+    "mfu",
+    "comm_share",
 )
 
 

@@ -117,6 +117,7 @@ def shape_groups(session: Session, filters: OfferFilters, bounds: VramBounds) ->
                 billing=billing,
                 spot=bool(spot),
                 availability=availability,
+                gpu_slug=slug,
             )
             key = (
                 NO_SLUG if slug is None else slug,

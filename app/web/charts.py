@@ -206,3 +206,107 @@ def availability_bands(points: Sequence[tuple[datetime, str]], end: datetime) ->
         elif availability == "limited":
             bands.append(Band(when, until, "limited", "limited availability"))
     return bands
+
+
+@dataclass(frozen=True)
+class BarPart:
+    """One stacked segment of the memory bar: a label, a CSS class and GiB."""
+
+    label: str
+    css: str
+    gib: float
+
+
+def memory_parts(breakdown: dict[str, float]) -> list[BarPart]:
+    """The estimate's per-GPU breakdown (MemoryBreakdown.as_dict) as bar segments.
+
+    What is never alive at the peak (`peak_overlap_gib`) is taken off the activations and
+    logits first, then off the gradients, so the segments add up to the per-GPU total.
+    """
+    overlap = breakdown.get("peak_overlap_gib", 0.0)
+    transient = breakdown["activations_gib"] + breakdown["logits_gib"]
+    taken = min(overlap, transient)
+    gradients = max(0.0, breakdown["gradients_gib"] - (overlap - taken))
+    parts = [
+        BarPart(
+            "weights", "mem-weights", breakdown["weights_gib"] + breakdown["quant_constants_gib"]
+        ),
+        BarPart("gradients", "mem-grads", gradients),
+        BarPart("optimizer states", "mem-optim", breakdown["optimizer_gib"]),
+        BarPart("adapters", "mem-adapter", breakdown["adapter_gib"]),
+        BarPart("activations + logits at the peak", "mem-acts", transient - taken),
+        BarPart("context, buffers, fragmentation", "mem-overhead", breakdown["overhead_gib"]),
+    ]
+    return [p for p in parts if p.gib > 0.005]
+
+
+def memory_bar(
+    parts: Sequence[BarPart],
+    *,
+    capacity_gib: float | None,
+    capacity_label: str,
+    title: str,
+    width: float = 720,
+) -> Markup:
+    """An accessible SVG stacked bar of per-GPU memory against one card's usable VRAM."""
+    total = sum(p.gib for p in parts)
+    scale_max = max(total, capacity_gib or 0.0, 1.0) * 1.08
+    left, right, bar_y, bar_h = 8.0, 8.0, 26.0, 28.0
+    plot_w = width - left - right
+
+    def x(gib: float) -> float:
+        return left + gib / scale_max * plot_w
+
+    verdict = ""
+    if capacity_gib:
+        verdict = (
+            f"; fits {capacity_label} with {capacity_gib - total:.1f} GiB to spare"
+            if total <= capacity_gib
+            else f"; exceeds {capacity_label} by {total - capacity_gib:.1f} GiB"
+        )
+    desc = (
+        f"{total:.1f} GiB per GPU: " + ", ".join(f"{p.label} {p.gib:.1f}" for p in parts) + verdict
+    )
+    columns = 2
+    rows = math.ceil(len(parts) / columns)
+    height = bar_y + bar_h + 14 + rows * 18 + 6
+    out: list[str] = [
+        f'<svg class="chart memory-bar" viewBox="0 0 {width:g} {height:g}" role="img" '
+        f'aria-labelledby="mem-title mem-desc" xmlns="http://www.w3.org/2000/svg">',
+        f'<title id="mem-title">{escape(title)}</title>',
+        f'<desc id="mem-desc">{escape(desc)}</desc>',
+        f'<text class="axis" x="{left:g}" y="16">{escape(f"{total:.1f} GiB per GPU")}</text>',
+    ]
+    if capacity_gib:
+        out.append(
+            f'<text class="axis" x="{width - right:g}" y="16" text-anchor="end">'
+            f"{escape(f'{capacity_label}: {capacity_gib:.1f} GiB usable (line)')}</text>"
+        )
+    at = 0.0
+    for part in parts:
+        x0, x1 = x(at), x(at + part.gib)
+        out.append(
+            f'<rect class="seg {escape(part.css)}" x="{x0:.1f}" y="{bar_y:g}" '
+            f'width="{max(0.5, x1 - x0):.1f}" height="{bar_h:g}">'
+            f"<title>{escape(part.label)}: {part.gib:.2f} GiB</title></rect>"
+        )
+        at += part.gib
+    if capacity_gib:
+        cx = x(capacity_gib)
+        css = "capacity" if total <= capacity_gib else "capacity over"
+        out.append(
+            f'<line class="{css}" x1="{cx:.1f}" x2="{cx:.1f}" y1="{bar_y - 6:g}" '
+            f'y2="{bar_y + bar_h + 6:g}"><title>{escape(capacity_label)}: '
+            f"{capacity_gib:.1f} GiB</title></line>"
+        )
+    for i, part in enumerate(parts):
+        lx = left + (i % columns) * (plot_w / columns)
+        ly = bar_y + bar_h + 20 + (i // columns) * 18
+        out.append(
+            f'<rect class="key {escape(part.css)}" x="{lx:.1f}" y="{ly - 9:g}" '
+            f'width="12" height="10"/>'
+            f'<text class="legend" x="{lx + 16:.1f}" y="{ly:g}">'
+            f"{escape(part.label)} {part.gib:.1f} GiB</text>"
+        )
+    out.append("</svg>")
+    return Markup("".join(out))

@@ -10,8 +10,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.settings import Settings
-from app.fit import Workload
-from app.fit.serialize import presets_list
+from app.fit import MemoryEstimate, Workload
+from app.fit.serialize import presets_list, stacks_list
+from app.fit.topology import CARD_USABLE_GIB
 from app.gpus.catalog import GpuSpec, load_catalog
 from app.pipeline.freshness import ProviderStatus, SampleNotice, provider_statuses, sample_notice
 from app.queries import (
@@ -28,6 +29,7 @@ from app.queries import (
 )
 from app.store.models import GpuModel
 from app.web import urls
+from app.web.charts import memory_bar, memory_parts
 from app.web.urls import Args
 
 MAX_STALE_LISTED = 6
@@ -122,6 +124,35 @@ def _gpu_choices(session: Session, facet: Facet | None) -> list[tuple[str, str, 
     return out
 
 
+def chosen_card(
+    estimate: MemoryEstimate, filters: OfferFilters, page: OfferPage
+) -> tuple[float | None, str]:
+    """The card the memory bar is drawn against: the one GPU filtered on, else the top-ranked
+    fitting offer's, else the smallest common card size that holds the job."""
+    catalog = load_catalog()
+    if len(filters.gpu) == 1 and filters.gpu[0] in catalog:
+        spec = catalog[filters.gpu[0]]
+        return spec.vram_gib, spec.name
+    top = page.offers[0] if page.offers else None
+    if top is not None and top.fit is not None and top.fit.fits and top.row.vram_gib_per_gpu:
+        return top.row.vram_gib_per_gpu, f"{top.row.gpu_name} (top row)"
+    if estimate.fits_gpu_gib is not None:
+        size = estimate.fits_gpu_gib
+        return CARD_USABLE_GIB[size], f"a {size} GB card"
+    return None, "no single card"
+
+
+def memory_chart(estimate: MemoryEstimate, filters: OfferFilters, page: OfferPage) -> Any:
+    """The estimate panel's stacked memory bar against the chosen card."""
+    capacity, label = chosen_card(estimate, filters, page)
+    return memory_bar(
+        memory_parts(estimate.breakdown.as_dict()),
+        capacity_gib=capacity,
+        capacity_label=label,
+        title=f"Memory per GPU for {estimate.model_name} ({estimate.stack.id} stack)",
+    )
+
+
 def index_context(
     session: Session,
     settings: Settings,
@@ -156,6 +187,13 @@ def index_context(
         "method_label": METHOD_LABELS.get(workload.method, "") if workload else "",
         "page": page,
         "estimate": page.estimate,
+        "memory_chart": (
+            memory_chart(page.estimate, filters, page) if page.estimate is not None else None
+        ),
+        "memory_parts": (
+            memory_parts(page.estimate.breakdown.as_dict()) if page.estimate is not None else []
+        ),
+        "stack_options": [(s["id"], s["name"]) for s in stacks_list()],
         "facets": by_key,
         "regions": regions,
         "presets": presets_list(),

@@ -9,7 +9,6 @@ import pytest
 from app.fit import OfferFacts, Workload, assess_offer, estimate_memory, rank_key
 from app.fit.cost import (
     SPOT_INTERRUPTIONS_PER_HOUR,
-    assumed_mfu,
     billed_hours,
     flops_per_token,
     spot_overhead_hours,
@@ -31,6 +30,7 @@ H100 = OfferFacts(
     spot_price_per_hour=12.0,
     spot=False,
     availability="in_stock",
+    gpu_slug="h100-sxm",
 )
 
 
@@ -82,16 +82,6 @@ def test_spot_overhead() -> None:
     assert spot.est_total_cost is not None and on_demand.est_total_cost is not None
     assert spot.est_total_cost < on_demand.est_total_cost  # half price beats +2% time
     assert "spot" in spot.explanation
-
-
-def test_mfu_assumptions() -> None:
-    kw = {"method": "full", "network": "none"}
-    assert assumed_mfu(gpus=1, memory_type="HBM3", interconnect="unknown", **kw) == 0.40
-    assert assumed_mfu(gpus=1, memory_type="GDDR6X", interconnect="unknown", **kw) == 0.30
-    assert assumed_mfu(gpus=8, memory_type="HBM3", interconnect="pcie", **kw) == pytest.approx(0.24)
-    assert assumed_mfu(
-        gpus=1, memory_type="HBM3", interconnect="unknown", method="qlora", network="none"
-    ) == pytest.approx(0.28)
 
 
 def test_uses_offer_gpu_count() -> None:
