@@ -139,6 +139,7 @@ _SKU_RULES: tuple[tuple[re.Pattern[str], str | None], ...] = tuple(
         # Azure
         (r"standard nd\d+is?r h100 v5", "h100-sxm"),
         (r"standard nc\d+ads h100 v5", "h100-nvl"),
+        (r"standard ncc\d+ads h100 v5", "h100-nvl"),
         (r"standard nd\d+is?r h200 v5", "h200"),
         (r"standard nd\d+is?r mi300x v5", "mi300x"),
         (r"standard nd\d+amsr a100 v4", "a100-80gb-sxm"),
