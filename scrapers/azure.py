@@ -11,7 +11,6 @@ only has a Spot row becomes a spot=True record.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, ClassVar
@@ -112,7 +111,6 @@ class AzureScraper(HttpScraper):
     display_name: ClassVar[str] = "Microsoft Azure"
     kind: ClassVar[str] = "list"
     default_url: ClassVar[str] = "https://prices.azure.com/api/retail/prices"
-    clock: ClassVar[Callable[[], datetime]] = staticmethod(lambda: datetime.now(UTC))
 
     async def fetch(self, client: httpx.AsyncClient) -> list[RawPage]:
         """Follow NextPageLink until it is empty, an empty page arrives, or MAX_PAGES."""
@@ -132,6 +130,10 @@ class AzureScraper(HttpScraper):
                 break
             url, params = link, None
         return pages
+
+    def clock(self) -> datetime:
+        """Now, to tell expired price rows; tests replace it."""
+        return datetime.now(UTC)
 
     def parse(self, pages: list[RawPage]) -> ParseResult:
         """Items of every page -> one record per armSkuName + region (spot merged)."""

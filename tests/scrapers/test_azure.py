@@ -145,6 +145,6 @@ def test_expired_rows_are_ignored_and_the_latest_current_row_wins() -> None:
     ]  # fmt: skip
     body = json.dumps({"Items": items, "NextPageLink": None})
     s = AzureScraper(ScraperConfig(base_url=BASE))
-    s.clock = staticmethod(lambda: datetime(2026, 12, 3, tzinfo=UTC))  # type: ignore[method-assign]
+    s.clock = lambda: datetime(2026, 12, 3, tzinfo=UTC)  # type: ignore[method-assign]
     (record,) = s.parse([RawPage(url=BASE, body=body)]).records
     assert (record.price_per_hour, record.spot_price_per_hour) == (4.0, 0.9)

@@ -40,10 +40,19 @@ def test_real_mock_response() -> None:
 
 
 def test_brand_names_the_gpu() -> None:
-    body = json.dumps({"data": {"instance_types": [{"name": "rtx49-8c-nr", "brand_short": "RTX 4090",
-        "variants": [{"name": "rtx49-8c-nr.2", "gpu_count": 2, "vram": 24 * 1024**3,
-                      "cost_per_hour": 78, "nodes_per_dc": {"us-east-nc-nr-1": 3},
-                      "available_nodes_per_dc": {"us-east-nc-nr-1": 0}}]}]}})  # fmt: skip
+    variant = {
+        "name": "rtx49-8c-nr.2", "gpu_count": 2, "vram": 24 * 1024**3, "cost_per_hour": 78,
+        "nodes_per_dc": {"us-east-nc-nr-1": 3}, "available_nodes_per_dc": {"us-east-nc-nr-1": 0},
+    }  # fmt: skip
+    body = json.dumps(
+        {
+            "data": {
+                "instance_types": [
+                    {"name": "rtx49", "brand_short": "RTX 4090", "variants": [variant]}
+                ]
+            }
+        }
+    )
     (record,) = scraper().parse([RawPage(url=BASE, body=body)]).records
     assert (record.gpu_model, record.price_per_hour, record.availability) == (
         "rtx-4090",
