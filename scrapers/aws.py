@@ -108,6 +108,11 @@ def _family(instance_type: str) -> str:
     return instance_type.split(".", 1)[0]
 
 
+def family_gpu(instance_type: str) -> tuple[str, float] | None:
+    """The GPU of an EC2 instance type (raw name with form factor, GiB per GPU), or None."""
+    return FAMILIES.get(_family(instance_type))
+
+
 def _is_spot_page(page: RawPage) -> bool:
     head = page.body.lstrip()[:20]
     return head.startswith(("{", "callback("))

@@ -207,6 +207,12 @@ def _items(page: RawPage) -> list[Any]:
     return list(data["Items"])
 
 
+def sku_gpu(arm_sku: str) -> tuple[str, float] | None:
+    """The GPU of an Azure VM size (raw name with form factor, GiB per GPU), or None."""
+    found = _gpu(arm_sku)
+    return None if found is None else (found[0].raw_gpu, found[0].memory_gib)
+
+
 def _gpu(arm_sku: str) -> tuple[_Sku, float] | None:
     for sku in SKUS:
         match = sku.pattern.match(arm_sku)

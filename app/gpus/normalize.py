@@ -187,8 +187,9 @@ _GCP_TYPES: dict[str, str | None] = {
 }
 
 _FORM_WORDS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("SXM", re.compile(_L + r"sxm\d?" + _E)),
-    ("PCIe", re.compile(_L + r"pcie?\d?" + _E)),
+    # A glued instance count may follow: Shadeform's "crusoe_A100-80G-sxm4x8".
+    ("SXM", re.compile(_L + r"sxm\d?(?:x\d+)?" + _E)),
+    ("PCIe", re.compile(_L + r"pcie?\d?(?:x\d+)?" + _E)),
     ("NVL", re.compile(_L + r"nvl" + _E)),
     ("OAM", re.compile(_L + r"oam" + _E)),
 )
