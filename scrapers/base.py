@@ -61,6 +61,11 @@ class Scraper(ABC):
     default_url: ClassVar[str]  # overridable per provider via settings
     extra_default_urls: ClassVar[dict[str, str]] = {}  # secondary feeds, e.g. AWS spot prices
 
+    @classmethod
+    def provider_id(cls) -> str:
+        """The provider id its offers carry (the registry id unless a subclass says otherwise)."""
+        return cls.name
+
     def __init__(self, config: ScraperConfig) -> None:
         self.config = config
         # Secondary feeds that failed during fetch (see ParseResult.degraded).

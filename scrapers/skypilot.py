@@ -399,6 +399,10 @@ class SkypilotCatalogScraper(Scraper):
     cloud: ClassVar[str]
     kind = "list"
 
+    @classmethod
+    def provider_id(cls) -> str:
+        return provider_for_cloud(cls.cloud)
+
     async def fetch(self, client: httpx.AsyncClient) -> list[RawPage]:
         url = self.config.base_url or self.default_url
         return [RawPage(url=url, body=await get_text(client, url))]

@@ -286,13 +286,17 @@ def gpu_page(request: Request, session: SessionDep, slug: str) -> Response:
 
 _PROVIDER_COLUMNS = (
     "provider",
+    "source",
     "display_name",
+    "state",
     "interval_minutes",
     "last_success",
     "last_run_at",
     "last_status",
     "last_error",
+    "failing_since",
     "offer_count",
+    "sample_offers",
     "stale",
 )
 _PROVIDER_TWINS = [
@@ -317,17 +321,7 @@ def providers_page(request: Request, session: SessionDep, settings: SettingsDep)
 def providers_csv(request: Request, session: SessionDep, settings: SettingsDep) -> Response:
     """/api/providers as CSV."""
     rows = [
-        [
-            s.source,
-            s.display_name,
-            s.interval_minutes,
-            s.last_success,
-            s.last_run_at,
-            s.last_status,
-            s.last_error,
-            s.offer_count,
-            s.stale,
-        ]
+        [getattr(s, name) for name in _PROVIDER_COLUMNS]
         for s in provider_statuses(session, settings)
     ]
     return _csv_response(_PROVIDER_COLUMNS, rows, request, _PROVIDER_TWINS)
