@@ -47,6 +47,14 @@ def test_unknown_name_lists_known_ids() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(SCRAPERS))
+def test_every_provider_has_a_display_name_a_page_and_a_billing_fact(name: str) -> None:
+    facts = load_facts(SCRAPERS[name].provider_id())
+    assert facts.data.display_name, name
+    assert facts.data.urls is not None and facts.url_for("x").startswith("https://"), name
+    assert facts.data.billing is not None, f"{name}: billing fact or explicit unknown missing"
+
+
+@pytest.mark.parametrize("name", sorted(SCRAPERS))
 def test_class_attributes(name: str) -> None:
     cls = SCRAPERS[name]
     assert cls.name == name
@@ -71,6 +79,7 @@ def test_parsed_fixture_invariants(name: str) -> None:
     keys = [r.key for r in records]
     assert len(keys) == len(set(keys)), "keys must be unique"
     facts = load_facts(name)
+    assert cls.provider_id() == cls.name  # the providers page maps feeds to table rows by it
     for r in records:
         assert r.provider == cls.name
         assert r.gpu_model in slugs
