@@ -109,6 +109,10 @@ def test_provider_states(client: TestClient, session_factory: sessionmaker[Sessi
                           error="degraded: spot prices unavailable (HTTP 404)"),
                 ScrapeRun(source="tensordock", started_at=hours[1], finished_at=hours[1],
                           status="skipped", error="skipped: no API key"),
+                # rejected as a partial feed: nothing kept, so it is failing
+                ScrapeRun(source="oci", started_at=hours[2], finished_at=hours[2],
+                          status="partial", offers_seen=0,
+                          error="rejected: 3 offers, fewer than 50% of the last good 40"),
             ]
         )  # fmt: skip
     listed = {p["provider"]: p for p in client.get("/api/providers").json()["providers"]}
@@ -118,6 +122,7 @@ def test_provider_states(client: TestClient, session_factory: sessionmaker[Sessi
     assert listed["aws"]["state"] == "partial" and listed["aws"]["last_success"] is not None
     assert listed["aws"]["stale"] is False
     assert listed["tensordock"]["state"] == "skipped"
+    assert listed["oci"]["state"] == "failing" and listed["oci"]["failing_since"]
     assert listed["gcp"]["state"] == "never tried"
     html = client.get("/providers").text
     assert "failing</span> since" in html and "skipped (no API key)" in html

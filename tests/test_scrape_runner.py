@@ -101,7 +101,8 @@ async def test_failures_change_nothing_and_are_recorded(
     assert snapshot(session_factory) == before
     assert runs(session_factory)[-1] == (expect_status, result.error)
 
-    listed = {p["provider"]: p for p in client.get("/api/providers").json()["providers"]}
+    # /api/providers lists providers by id, with the feed that keeps each current as `source`.
+    listed = {p["source"]: p for p in client.get("/api/providers").json()["providers"]}
     assert listed[CUDO.name]["last_status"] == expect_status
     assert expect_error in listed[CUDO.name]["last_error"]
     assert listed[CUDO.name]["last_success"] is not None

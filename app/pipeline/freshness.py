@@ -41,8 +41,12 @@ class ProviderStatus:
             return "not scraped"
         if self.last_status is None:
             return "never tried"
-        if self.last_status in ("failed", "skipped", "partial"):
-            return "failing" if self.last_status == "failed" else self.last_status
+        if self.last_status == "partial" and (self.last_error or "").startswith("degraded"):
+            return "partial"  # a secondary feed failed; the primary offers landed
+        if self.last_status in ("failed", "partial"):
+            return "failing"  # failed, or rejected as a partial feed: nothing was kept
+        if self.last_status == "skipped":
+            return "skipped"
         return "ok"
 
 
@@ -112,7 +116,7 @@ def _last_success(session: Session) -> dict[str, datetime]:
 
 def _failing_since(session: Session, source: str, last_success: datetime | None) -> datetime | None:
     stmt = select(func.min(ScrapeRun.started_at)).where(
-        ScrapeRun.source == source, ScrapeRun.status == "failed"
+        ScrapeRun.source == source, ScrapeRun.status.in_(("failed", "partial"))
     )
     if last_success is not None:
         stmt = stmt.where(ScrapeRun.started_at > last_success)
@@ -158,7 +162,11 @@ def provider_statuses(
             offer_count=total,
             sample_offers=sample,
             stale=is_stale(success, status, interval, now),
-            failing_since=_failing_since(session, name, success) if status == "failed" else None,
+            failing_since=(
+                _failing_since(session, name, success)
+                if status in ("failed", "partial") and (run is None or run.finished_at != success)
+                else None
+            ),
         )
     for provider, (total, sample) in counts.items():
         if provider not in statuses:
