@@ -11,7 +11,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.gpus.catalog import UNKNOWN
-from app.pipeline.sample_loader import sample_date, sample_dates, sample_files
+from app.pipeline.sample_loader import sample_date, sample_dates, sample_files, sample_records
 from app.records import Availability
 from app.store.models import Offer, PricePoint
 from app.store.models import utcnow as now
@@ -43,6 +43,7 @@ def test_every_sample_row_is_canonical_or_explicitly_unknown() -> None:
         )
     print("unknown raw names:", dict(unknown))
     assert rows == EXPECTED_ROWS
+    assert len(sample_records()) == sum(EXPECTED_ROWS.values()) == 1746
     total = sum(rows.values())
     assert sum(unknown.values()) < 0.01 * total, f"too many unknown GPU names: {unknown}"
 

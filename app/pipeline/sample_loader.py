@@ -150,6 +150,11 @@ def _parsed() -> tuple[_Parsed, ...]:
     return tuple(out)
 
 
+def sample_records() -> list[OfferRecord]:
+    """Every sample offer as the loader ingests it (parsed, facts applied); e.g. for bench."""
+    return [record for parsed in _parsed() for record in parsed.records]
+
+
 @dataclass(frozen=True)
 class SampleLoadResult:
     offers: int
