@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 MAX_TEXT = 200  # scraped strings are untrusted: bound them before they reach the database
 MAX_PRICE_PER_HOUR = 10_000.0  # no real single instance costs more; larger values are feed errors
+MAX_URL = 500
 
 
 class Interconnect(StrEnum):
@@ -80,6 +81,7 @@ class OfferRecord(BaseModel):
     billing: Billing = Billing.UNKNOWN
     availability: Availability = Availability.UNKNOWN
     availability_count: int | None = Field(default=None, ge=0, le=1_000_000)
+    provider_url: str | None = None  # the provider's page for this offer (or its pricing page)
 
     @field_validator("provider", "instance_type", "region", "gpu_model", "gpu_raw_name")
     @classmethod
@@ -92,6 +94,19 @@ class OfferRecord(BaseModel):
         if len(value) != 3 or not value.isalpha():
             raise ValueError("must be a 3-letter ISO 4217 code")
         return value.upper()
+
+    @field_validator("provider_url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        # Shown as a link: only absolute http(s) URLs without spaces or quotes get through.
+        if value is None:
+            return None
+        value = value.strip()
+        if len(value) > MAX_URL or not value.startswith(("https://", "http://")):
+            raise ValueError(f"must be an http(s) URL of at most {MAX_URL} characters")
+        if any(c.isspace() or c in "\"'<>" for c in value):
+            raise ValueError("must not contain spaces, quotes or angle brackets")
+        return value
 
     @field_validator("price_per_hour", "spot_price_per_hour")
     @classmethod

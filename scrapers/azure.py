@@ -1,15 +1,18 @@
 """Azure Retail Prices API: GPU VM list prices, on-demand with the paired Spot price merged in.
 
 The feed has no GPU specs or availability: the GPU model and count come from the armSkuName
-pattern table below. Windows, zero-price, reservation and DevTest rows are dropped; a Spot (or
-Low Priority) row is merged into the on-demand record of the same armSkuName + region, and a SKU
-that only has a Spot row becomes a spot=True record.
+pattern table below. Windows, zero-price, reservation and DevTest rows are dropped, and so are
+rows whose `effectiveEndDate` has passed. When a SKU and region has several current rows of one
+kind, the latest `effectiveStartDate` wins (a "Spot" row over a legacy "Low Priority" one). A
+Spot row is merged into the on-demand record of the same armSkuName + region, and a SKU that
+only has a Spot row becomes a spot=True record.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
@@ -45,6 +48,7 @@ SKUS: tuple[_Sku, ...] = (
     _sku(r"^Standard_ND(96)asr_v4$", "A100 40GB SXM4", 40, {"96": 8}),
     _sku(r"^Standard_ND(96)amsr_A100_v4$", "A100 80GB SXM4", 80, {"96": 8}),
     _sku(r"^Standard_NC(\d+)adi?s_H100_v5$", "H100 NVL", 94, {"40": 1, "80": 2}),
+    _sku(r"^Standard_NCC(\d+)ads_H100_v5$", "H100 NVL", 94, {"40": 1}),  # confidential VM
     _sku(r"^Standard_ND(96)isr_H100_v5$", "H100 SXM5", 80, {"96": 8}),
     _sku(r"^Standard_ND(96)isr_H200_v5$", "H200 SXM5", 141, {"96": 8}),
     _sku(r"^Standard_ND(96)isr_MI300X_v5$", "MI300X", 192, {"96": 8}),
@@ -73,6 +77,8 @@ class _Item(BaseModel):
     meterName: str = ""
     productName: str = ""
     reservationTerm: str | None = None
+    effectiveStartDate: datetime | None = None
+    effectiveEndDate: datetime | None = None
 
 
 def _is_spot(item: _Item) -> bool:
@@ -82,6 +88,20 @@ def _is_spot(item: _Item) -> bool:
 
 def _is_windows(item: _Item) -> bool:
     return bool(re.search(r"\bwin(dows)?\b", item.productName, re.I))
+
+
+def _aware(when: datetime | None) -> datetime | None:
+    return when.replace(tzinfo=UTC) if when is not None and when.tzinfo is None else when
+
+
+def _better(new: _Item, old: _Item) -> bool:
+    """Whether `new` should replace `old` for the same SKU, region and kind."""
+    new_legacy = "low priority" in f"{new.skuName} {new.meterName}".lower()
+    old_legacy = "low priority" in f"{old.skuName} {old.meterName}".lower()
+    if new_legacy != old_legacy:
+        return old_legacy  # a "Spot" row beats a legacy "Low Priority" one
+    oldest = datetime.min.replace(tzinfo=UTC)
+    return (_aware(new.effectiveStartDate) or oldest) > (_aware(old.effectiveStartDate) or oldest)
 
 
 class AzureScraper(HttpScraper):
@@ -111,9 +131,14 @@ class AzureScraper(HttpScraper):
             url, params = link, None
         return pages
 
+    def clock(self) -> datetime:
+        """Now, to tell expired price rows; tests replace it."""
+        return datetime.now(UTC)
+
     def parse(self, pages: list[RawPage]) -> ParseResult:
         """Items of every page -> one record per armSkuName + region (spot merged)."""
         result = ParseResult()
+        now = self.clock()
         on_demand: dict[tuple[str, str], _Item] = {}
         spot: dict[tuple[str, str], _Item] = {}
         for page in pages:
@@ -123,20 +148,20 @@ class AzureScraper(HttpScraper):
                 except ValidationError as exc:
                     result.warnings.append(f"skipped malformed item: {exc.errors()[0]['msg']}")
                     continue
+                end = _aware(item.effectiveEndDate)
                 if (
                     item.type != "Consumption"
                     or item.reservationTerm
                     or item.unitOfMeasure != "1 Hour"
                     or item.retailPrice <= 0
                     or _is_windows(item)
+                    or (end is not None and end <= now)
                 ):
                     continue
                 key = (item.armSkuName, item.armRegionName)
                 target = spot if _is_spot(item) else on_demand
-                # Prefer a "Spot" row over a legacy "Low Priority" one for the same SKU.
-                if key in target and "low priority" not in target[key].skuName.lower():
-                    continue
-                target[key] = item
+                if key not in target or _better(item, target[key]):
+                    target[key] = item
         records = []
         unknown: set[str] = set()
         for key in sorted(on_demand.keys() | spot.keys()):
@@ -180,6 +205,12 @@ def _items(page: RawPage) -> list[Any]:
     if not isinstance(data, dict) or not isinstance(data.get("Items"), list):
         raise FeedFormatError(f"{page.url}: expected an object with an Items list")
     return list(data["Items"])
+
+
+def sku_gpu(arm_sku: str) -> tuple[str, float] | None:
+    """The GPU of an Azure VM size (raw name with form factor, GiB per GPU), or None."""
+    found = _gpu(arm_sku)
+    return None if found is None else (found[0].raw_gpu, found[0].memory_gib)
 
 
 def _gpu(arm_sku: str) -> tuple[_Sku, float] | None:

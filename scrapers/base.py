@@ -36,6 +36,9 @@ class RawPage:
 class ParseResult:
     records: list[OfferRecord] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # Why the result is incomplete though usable (a secondary feed failed): the run is
+    # recorded as partial with these reasons, and the records are still ingested.
+    degraded: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -58,8 +61,19 @@ class Scraper(ABC):
     default_url: ClassVar[str]  # overridable per provider via settings
     extra_default_urls: ClassVar[dict[str, str]] = {}  # secondary feeds, e.g. AWS spot prices
 
+    @classmethod
+    def provider_id(cls) -> str:
+        """The provider id its offers carry (the registry id unless a subclass says otherwise)."""
+        return cls.name
+
     def __init__(self, config: ScraperConfig) -> None:
         self.config = config
+        # Secondary feeds that failed during fetch (see ParseResult.degraded).
+        self.degraded: list[str] = []
+
+    def degrade(self, reason: str) -> None:
+        """Record that an optional feed failed; the primary offers still count."""
+        self.degraded.append(reason)
 
     @abstractmethod
     async def fetch(self, client: httpx.AsyncClient) -> list[RawPage]:

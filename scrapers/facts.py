@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from typing import Any
+from urllib.parse import quote
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -45,6 +46,43 @@ class _Flag(_Model):
 class _BillingFact(_Model):
     value: Billing
     source: str = Field(min_length=1, max_length=_MAX_SOURCE)
+
+
+_URL = r"^https://[^\s\"'<>]+$"
+
+
+class _InstancePage(_Model):
+    """An instance-type page template used when `match` (a regex) finds the instance type."""
+
+    match: str
+    url: str = Field(pattern=_URL, max_length=300)
+
+    @field_validator("match")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        re.compile(value)
+        return value
+
+
+class _Urls(_Model):
+    """Where to rent: the pricing page, and instance-type page templates where a stable one exists.
+
+    Templates may use {instance_type} and {family} (the instance type up to its first dot),
+    both URL-quoted. No affiliate or tracking parameters.
+    """
+
+    pricing: str = Field(pattern=_URL, max_length=300)
+    instances: list[_InstancePage] = Field(default_factory=list)
+    source: str = Field(min_length=1, max_length=_MAX_SOURCE)
+
+    def url_for(self, instance_type: str) -> str:
+        for page in self.instances:
+            if re.search(page.match, instance_type):
+                family = instance_type.split(".", 1)[0]
+                return page.url.format(
+                    instance_type=quote(instance_type, safe=""), family=quote(family, safe="")
+                )
+        return self.pricing
 
 
 class _Rule(_Model):
@@ -80,6 +118,8 @@ class _NetworkRule(_Rule):
 
 
 class _FactsFile(_Model):
+    display_name: str | None = Field(default=None, min_length=1, max_length=80)
+    urls: _Urls | None = None
     billing: _BillingFact | None = None
     spot_available: _Flag | None = None
     persistent_storage: _Flag | None = None
@@ -104,6 +144,15 @@ class ProviderFacts:
     data: _FactsFile = _FactsFile()
 
     @property
+    def display_name(self) -> str:
+        """The provider's name as users know it ("DigitalOcean"), else its id."""
+        return self.data.display_name or self.provider
+
+    def url_for(self, instance_type: str) -> str | None:
+        """The provider's page for this instance type, else its pricing page (None: no facts)."""
+        return self.data.urls.url_for(instance_type) if self.data.urls else None
+
+    @property
     def billing(self) -> Billing:
         return self.data.billing.value if self.data.billing else Billing.UNKNOWN
 
@@ -119,7 +168,7 @@ class ProviderFacts:
     def sources(self) -> dict[str, str]:
         """Provider-wide fact name -> source note."""
         out: dict[str, str] = {}
-        for name in ("billing", "spot_available", "persistent_storage"):
+        for name in ("billing", "spot_available", "persistent_storage", "urls"):
             fact = getattr(self.data, name)
             if fact is not None:
                 out[name] = fact.source
@@ -216,9 +265,18 @@ def load_facts(provider: str) -> ProviderFacts:
     return ProviderFacts(provider=provider, data=merged)
 
 
+def display_name(provider: str) -> str:
+    """A provider id's display name from its facts file ("do" -> "DigitalOcean")."""
+    return load_facts(provider).display_name
+
+
 def apply_facts(record: OfferRecord, facts: ProviderFacts) -> OfferRecord:
-    """Fill billing/interconnect/network the feed left UNKNOWN; feed values always win."""
+    """Fill provider URL, billing, interconnect, network the feed left unknown; feed values win."""
     update: dict[str, Any] = {}
+    if record.provider_url is None:
+        url = facts.url_for(record.instance_type)
+        if url is not None:
+            update["provider_url"] = url
     if record.billing is Billing.UNKNOWN and facts.billing is not Billing.UNKNOWN:
         update["billing"] = facts.billing
     if record.interconnect is Interconnect.UNKNOWN:

@@ -63,8 +63,12 @@ GPU_SKUS = {
 # Core/RAM SKU description stems -> family key ("A3Plus Instance Core running in Americas").
 FAMILY_SKUS = {"a2 instance": "a2", "a3 instance": "a3", "a3plus instance": "a3plus",
                "g2 instance": "g2"}  # fmt: skip
+# Both spot spellings are live: "Spot Preemptible Nvidia L4 GPU running in Americas" and
+# "Nvidia Tesla T4 GPU attached to Spot Preemptible VMs running in Americas".
 _DESCRIPTION = re.compile(
-    r"^(?:spot preemptible )?(?P<stem>.+?) (?P<kind>core|ram|gpu)(?: running in .*)?$", re.I
+    r"^(?:spot preemptible )?(?P<stem>.+?) (?P<kind>core|ram|gpu)"
+    r"(?: attached to spot preemptible vms)?(?: running in .*)?$",
+    re.I,
 )
 
 

@@ -18,6 +18,17 @@ from scrapers.base import FeedFormatError, MissingApiKey, ParseResult, RawPage
 from scrapers.http import HttpScraper, build_record, dedupe, get_text, load_json
 
 SOLD_OUT_REGION = "any"
+_NAME_COUNT = re.compile(r"^gpu_(\d+)x_", re.I)  # gpu_8x_h100_sxm5
+_COUNT_PREFIX = re.compile(r"^\s*(\d+)\s*x\s+", re.I)  # "8x H100 (80 GB SXM5)"
+
+
+def _count_from_names(it: _Type) -> int | None:
+    """GPUs per instance from the type name or description when specs.gpus is missing."""
+    for pattern, text in ((_NAME_COUNT, it.name), (_COUNT_PREFIX, it.description)):
+        match = pattern.match(text)
+        if match:
+            return int(match.group(1))
+    return None
 
 
 class _Specs(BaseModel):
@@ -26,7 +37,7 @@ class _Specs(BaseModel):
     vcpus: float | None = None
     memory_gib: float | None = None
     storage_gib: float | None = None
-    gpus: int
+    gpus: int | None = None  # absent in Lambda's own documented example: read from the name
 
 
 class _Type(BaseModel):
@@ -35,7 +46,7 @@ class _Type(BaseModel):
     name: str
     description: str = ""
     gpu_description: str = ""
-    price_cents_per_hour: int
+    price_cents_per_hour: float  # an integer, or a numeric string in the documented example
     specs: _Specs
 
 
@@ -89,9 +100,13 @@ class LambdalabsScraper(HttpScraper):
 
     def _records(self, entry: _Entry, warnings: list[str]) -> list[OfferRecord]:
         it = entry.instance_type
-        if it.specs.gpus < 1:
+        gpus = it.specs.gpus if it.specs.gpus is not None else _count_from_names(it)
+        if gpus is None:
+            warnings.append(f"skipped {it.name[:60]}: no GPU count in specs, name or description")
+            return []
+        if gpus < 1:
             return []  # CPU-only types
-        raw_gpu = it.gpu_description or it.description or it.name
+        raw_gpu = it.gpu_description or _COUNT_PREFIX.sub("", it.description) or it.name
         memory = re.search(r"(\d+)\s*GB", raw_gpu)
         vram = float(memory.group(1)) if memory else None
         regions = [r.name for r in entry.regions_with_capacity_available] or [SOLD_OUT_REGION]
@@ -106,7 +121,7 @@ class LambdalabsScraper(HttpScraper):
                 region=region,
                 gpu_model=normalize_gpu_name(raw_gpu, memory_gib=vram, context=it.name),
                 gpu_raw_name=raw_gpu,
-                gpu_count=it.specs.gpus,
+                gpu_count=gpus,
                 vram_gib_per_gpu=vram,
                 vcpus=it.specs.vcpus,
                 ram_gib=it.specs.memory_gib,

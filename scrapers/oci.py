@@ -4,10 +4,17 @@ GPU shapes are priced per GPU-hour x `gpuQty` (the shape's product part number c
 per-GPU price). OCI list prices are the same in every commercial region, so records use region
 "global". Preemptible capacity is 50% of on-demand (OCI preemptible pricing) where a shape
 allows it. The feed has no availability.
+
+The GPU comes from the shape name (OCI shape docs), not the price list's product name: real
+product names are hardware generations ("Compute - GPU - E3", "Compute - GPU Standard - V2")
+or carry formatting quirks ("OCI- Compute - GPU - MI355X"). Shapes may list a null OCPU
+quantity (B300, RTX PRO 6000), a per-GPU instead of a total GPU memory (MI355X), or a display
+suffix on the name ("BM.GPU.GB200.4 (NVL72)"); all three are tolerated.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
@@ -23,6 +30,44 @@ REGION = "global"
 PREEMPTIBLE_DISCOUNT = 0.5
 MAX_PAGES = 50
 
+# Shape name -> (raw GPU name with form factor, GPU memory GiB per GPU or None to trust the
+# shape), from the OCI Compute GPU shape docs.
+SHAPE_GPUS: tuple[tuple[re.Pattern[str], str, float | None], ...] = tuple(
+    (re.compile(pattern), raw, memory)
+    for pattern, raw, memory in (
+        (r"^BM\.GPU\.H100\.8$", "H100 SXM5 80GB", 80),
+        (r"^BM\.GPU\.H200\.8$", "H200 SXM 141GB", 141),
+        (r"^BM\.GPU\.B200\.8$", "B200 SXM", 180),
+        (r"^BM\.GPU\.B300\.8$", "B300 SXM", None),
+        (r"^BM\.GPU\.GB200\.4$", "GB200", None),
+        (r"^BM\.GPU\.GB300\.4$", "GB300", None),
+        (r"^BM\.GPU\.A100-v2\.8$", "A100 80GB SXM4", 80),
+        (r"^BM\.GPU4\.8$", "A100 40GB SXM4", 40),
+        (r"^(BM|VM)\.GPU3\.\d+$", "Tesla V100 SXM2 16GB", 16),
+        (r"^(BM|VM)\.GPU2\.\d+$", "Tesla P100 16GB", 16),
+        (r"^(BM|VM)\.GPU\.A10\.\d+$", "A10", 24),
+        (r"^BM\.GPU\.L40S(-NC)?\.4$", "L40S", 48),
+        (r"^BM\.GPU\.MI300X\.8$", "MI300X", 192),
+        (r"^BM\.GPU\.MI355X\.8$", "MI355X", 288),
+        (r"^BM\.GPU\.RTXPRO\.8$", "RTX PRO 6000 Blackwell Server", 96),
+    )
+)
+_DISPLAY_PREFIX = re.compile(r"^(?:OCI\s*-\s*)?Compute\s*-\s*GPU\s*-\s*", re.I)
+_NAME_SUFFIX = re.compile(r"\s*\([^)]*\)\s*$")  # "BM.GPU.GB200.4 (NVL72)"
+
+
+def shape_gpu(shape: str) -> tuple[str, float | None] | None:
+    """The GPU of an OCI shape (raw name with form factor, per-GPU GiB), or None."""
+    for pattern, raw, memory in SHAPE_GPUS:
+        if pattern.match(shape):
+            return raw, memory
+    return None
+
+
+def clean_shape_name(name: str) -> str:
+    """A shape name without display suffixes ("BM.GPU.GB200.4 (NVL72)" -> "BM.GPU.GB200.4")."""
+    return _NAME_SUFFIX.sub("", name).strip()
+
 
 class _Value(BaseModel):
     value: str = ""
@@ -33,7 +78,7 @@ class _ShapeProduct(BaseModel):
 
     type: _Value = _Value()
     part_number: str = Field(alias="partNumber")
-    qty: float = 0
+    qty: float | None = None  # null for some GPU shapes (B300, RTX PRO 6000)
 
 
 class _Shape(BaseModel):
@@ -145,23 +190,42 @@ class OciScraper(HttpScraper):
             warnings.append(f"skipped {shape.name}: no single priced product or no GPU count")
             return None
         product, (per_gpu, display) = priced[0]
-        raw_gpu = display.removeprefix("Compute - GPU - ").strip() or shape.name
-        vram = shape.gpu_memory_qty / shape.gpu_qty if shape.gpu_memory_qty else None
+        name = clean_shape_name(shape.name)
+        known = shape_gpu(name)
+        raw_gpu = known[0] if known else _DISPLAY_PREFIX.sub("", display).strip() or name
+        vram = _per_gpu_memory(shape, known[1] if known else None)
         price = round(per_gpu * shape.gpu_qty, 6)
+        ocpus = product.qty if product.type.value == "ocpu" else None
         return build_record(
             warnings,
-            shape.name,
+            name,
             provider=self.name,
-            instance_type=shape.name,
+            instance_type=name,
             region=REGION,
-            gpu_model=normalize_gpu_name(raw_gpu, memory_gib=vram, context=shape.name),
+            gpu_model=normalize_gpu_name(raw_gpu, memory_gib=vram, context=name),
             gpu_raw_name=raw_gpu,
             gpu_count=shape.gpu_qty,
             vram_gib_per_gpu=vram,
-            vcpus=product.qty * 2 if product.type.value == "ocpu" else None,  # 1 OCPU = 2 vCPU
+            vcpus=ocpus * 2 if ocpus else None,  # 1 OCPU = 2 vCPU
             ram_gib=shape.bundle_memory_qty,
             price_per_hour=price,
             spot_price_per_hour=(
                 round(price * PREEMPTIBLE_DISCOUNT, 6) if shape.allow_preemptible else None
             ),
         )
+
+
+def _per_gpu_memory(shape: _Shape, documented: float | None) -> float | None:
+    """Per-GPU GiB: the shape's total / count, unless that contradicts the documented size.
+
+    Some shapes list the per-GPU memory in gpuMemoryQty (MI355X: 288 for 8 GPUs), which read as
+    a total would give 36 GiB per GPU.
+    """
+    if not shape.gpu_memory_qty or not shape.gpu_qty:
+        return documented
+    from_total = shape.gpu_memory_qty / shape.gpu_qty
+    if documented is None:
+        return from_total
+    if abs(from_total - documented) <= 0.1 * documented:
+        return from_total
+    return documented

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from scrapers.akash import AkashScraper
 from scrapers.aws import AwsScraper
 from scrapers.azure import AzureScraper
 from scrapers.base import Scraper
+from scrapers.clore import CloreScraper
+from scrapers.cloudrift import CloudriftScraper
 from scrapers.gcp import GcpScraper
 from scrapers.lambdalabs import LambdalabsScraper
 from scrapers.oci import OciScraper
@@ -13,10 +16,14 @@ from scrapers.skypilot import skypilot_scrapers
 from scrapers.tensordock import TensordockScraper
 from scrapers.vastai import VastaiScraper
 from scrapers.verda import VerdaScraper
+from scrapers.vultr import VultrScraper
 
 _DIRECT: tuple[type[Scraper], ...] = (
+    AkashScraper,
     AwsScraper,
     AzureScraper,
+    CloreScraper,
+    CloudriftScraper,
     GcpScraper,
     LambdalabsScraper,
     OciScraper,
@@ -24,6 +31,7 @@ _DIRECT: tuple[type[Scraper], ...] = (
     TensordockScraper,
     VastaiScraper,
     VerdaScraper,
+    VultrScraper,
 )
 
 # skypilot-<cloud> fallbacks (scrapers/skypilot.py) cover clouds without a direct scraper.

@@ -1,9 +1,13 @@
 """RunPod GPU types over GraphQL: per-GPU prices for Secure and Community Cloud, stock levels.
 
-Each GPU type becomes one instance type per cloud ("secure" / "community") and GPU count
-(1, 2, 4, 8 up to maxGpuCount), priced linearly per GPU. `stockStatus` is queried for one GPU
-without a data center (RunPod-wide), so region is "any"; a count above `maxUnreservedGpuCount`
-or not in `availableGpuCounts` is OUT.
+The `gpuTypes` query needs no key (other open-source collectors read it keyless); a configured
+key is sent as a Bearer token. Each GPU type becomes one instance type per cloud ("secure" /
+"community") and GPU count (1, 2, 4, 8 up to maxGpuCount, 1 when the feed omits it), priced
+linearly per GPU at `lowestPrice.uninterruptablePrice` (the current on-demand price) when
+present, else the list price. Stock is queried for one GPU without a data center
+(RunPod-wide), so region is "any"; a count above `maxUnreservedGpuCount` or not in
+`availableGpuCounts` is OUT. Responses recorded without per-cloud aliases carry one
+`lowestPrice` for both clouds: a null price there means neither cloud has capacity.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from app.gpus.normalize import normalize_gpu_name
 from app.records import Availability, OfferRecord
-from scrapers.base import FeedFormatError, MissingApiKey, ParseResult, RawPage
+from scrapers.base import FeedFormatError, ParseResult, RawPage
 from scrapers.http import HttpScraper, build_record, dedupe, load_json, post_json_text
 
 _LOWEST = (
@@ -42,6 +46,8 @@ class _Lowest(BaseModel):
     stockStatus: str | None = None
     maxUnreservedGpuCount: int | None = None
     availableGpuCounts: list[int] | None = None
+    uninterruptablePrice: float | None = None
+    minimumBidPrice: float | None = None
 
 
 class _GpuType(BaseModel):
@@ -52,19 +58,46 @@ class _GpuType(BaseModel):
     memoryInGb: float | None = None
     secureCloud: bool = False
     communityCloud: bool = False
-    maxGpuCount: int = 1
+    maxGpuCount: int | None = None
     securePrice: float | None = None
     communityPrice: float | None = None
     secureSpotPrice: float | None = None
     communitySpotPrice: float | None = None
     secure: _Lowest | None = None
     community: _Lowest | None = None
+    lowestPrice: _Lowest | None = None  # un-aliased: the cheapest over both clouds
+
+
+def _counts(gpu: _GpuType, lowest: _Lowest | None) -> list[int]:
+    if gpu.maxGpuCount is not None:
+        return [c for c in COUNTS if c <= max(1, gpu.maxGpuCount)]
+    if lowest is not None and lowest.availableGpuCounts:
+        return [c for c in COUNTS if c <= max(lowest.availableGpuCounts)]
+    return [1]  # nothing says more than one GPU can be rented together
+
+
+def _lowest_for(gpu: _GpuType, cloud: str, list_price: float | None) -> _Lowest | None:
+    """The stock/price block for one cloud: its alias, else the shared `lowestPrice`."""
+    own = gpu.secure if cloud == "secure" else gpu.community
+    if own is not None or gpu.lowestPrice is None:
+        return own
+    shared = gpu.lowestPrice
+    if shared.uninterruptablePrice is None:
+        return shared  # no price anywhere: neither cloud has capacity
+    if list_price is not None and abs(shared.uninterruptablePrice - list_price) < 1e-9:
+        return shared  # the cheapest offer is this cloud's
+    return None  # the cheapest is on the other cloud: this one is not known
 
 
 def _availability(lowest: _Lowest | None, count: int) -> tuple[Availability, int | None]:
     if lowest is None:
         return Availability.UNKNOWN, None
-    level = _STOCK.get((lowest.stockStatus or "").lower(), Availability.OUT)
+    if lowest.stockStatus is not None:
+        level = _STOCK.get(lowest.stockStatus.lower(), Availability.OUT)
+    elif lowest.uninterruptablePrice is not None or lowest.availableGpuCounts:
+        level = Availability.IN_STOCK  # a quoted price without a level: rentable now
+    else:
+        level = Availability.OUT  # null stock and no price: sold out
     free = lowest.maxUnreservedGpuCount
     if (free is not None and count > free) or (
         lowest.availableGpuCounts is not None and count not in lowest.availableGpuCounts
@@ -74,19 +107,16 @@ def _availability(lowest: _Lowest | None, count: int) -> tuple[Availability, int
 
 
 class RunpodScraper(HttpScraper):
-    """RunPod pods (API key, Bearer)."""
+    """RunPod pods (keyless GraphQL; a configured key is sent as Bearer)."""
 
     name: ClassVar[str] = "runpod"
     display_name: ClassVar[str] = "RunPod"
     kind: ClassVar[str] = "marketplace"
-    needs_key: ClassVar[bool] = True
     default_url: ClassVar[str] = "https://api.runpod.io/graphql"
 
     async def fetch(self, client: httpx.AsyncClient) -> list[RawPage]:
-        """One GraphQL POST; the key goes in a header, not the URL, to keep it out of logs."""
-        if not self.config.api_key:
-            raise MissingApiKey("RunPod needs an API key (GPUFIT_PROVIDERS__RUNPOD__API_KEY)")
-        headers = {"Authorization": f"Bearer {self.config.api_key}"}
+        """One GraphQL POST; a key goes in a header, not the URL, to keep it out of logs."""
+        headers = {"Authorization": f"Bearer {self.config.api_key}"} if self.config.api_key else {}
         body = await post_json_text(
             client, self.base_url, {"query": QUERY}, headers=headers, max_bytes=self.max_bytes
         )
@@ -123,10 +153,13 @@ class RunpodScraper(HttpScraper):
         model = normalize_gpu_name(
             gpu.id, memory_gib=gpu.memoryInGb, context=f"runpod {gpu.displayName}"
         )
-        for cloud, offered, price, spot, lowest in clouds:
+        for cloud, offered, list_price, spot, _ in clouds:
+            lowest = _lowest_for(gpu, cloud, list_price)
+            price = lowest.uninterruptablePrice if lowest and lowest.uninterruptablePrice else None
+            price = price or list_price
             if not offered or not price or price <= 0:
                 continue
-            for count in (c for c in COUNTS if c <= max(1, gpu.maxGpuCount)):
+            for count in _counts(gpu, lowest):
                 availability, free = _availability(lowest, count)
                 record = build_record(
                     warnings,

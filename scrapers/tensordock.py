@@ -1,9 +1,11 @@
-"""TensorDock marketplace (v2 locations): per-location GPU stock with component pricing.
+"""TensorDock marketplace: per-location GPU stock with component pricing.
 
-A VM is priced as GPUs x `price_per_hr` plus vCPUs, RAM and storage at the location's per-unit
-rates. We price a standard per-GPU host share (HOST_PER_GPU, capped at the location's maximum)
-so offers are comparable. Counts 1, 2, 4, 8 up to `max_count` (GPUs free now) are emitted; a
-GPU with none free stays visible as one OUT single-GPU offer.
+The v2 `locations` feed documents Bearer auth, so without a key the run is skipped. Both feed
+generations parse: v2 `data.locations[].gpus[]` and the older v0 `hostnodes{}` map (one
+location per hostnode, `specs.gpu{model: {amount, price}}`). A VM is priced as GPUs x the GPU
+price plus vCPUs, RAM and storage at the per-unit rates. We price a standard per-GPU host share
+(HOST_PER_GPU, capped at the location's maximum) so offers are comparable. Counts 1, 2, 4, 8 up
+to the GPUs free now are emitted; a GPU with none free stays visible as one OUT single-GPU offer.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from app.gpus.normalize import normalize_gpu_name
 from app.records import Availability, OfferRecord
-from scrapers.base import FeedFormatError, ParseResult, RawPage
+from scrapers.base import FeedFormatError, MissingApiKey, ParseResult, RawPage
 from scrapers.http import HttpScraper, build_record, dedupe, get_text, load_json
 
 COUNTS = (1, 2, 4, 8)
@@ -60,21 +62,57 @@ class _Location(BaseModel):
     gpus: list[dict[str, object]] = []
 
 
+class _Amount(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    amount: float = 0
+    price: float = 0.0
+
+
+class _GpuAmount(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    amount: int
+    price: float
+
+
+class _Specs(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    cpu: _Amount = _Amount()
+    ram: _Amount = _Amount()
+    storage: _Amount = _Amount()
+    gpu: dict[str, _GpuAmount] = {}
+
+
+class _Hostnode(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    location: dict[str, object] = {}
+    specs: _Specs
+    status: dict[str, object] = {}
+
+
 def _cap(want: float, limit: float | None) -> float:
     return min(want, limit) if limit else want  # 0 = nothing free now, not a real limit
 
 
 class TensordockScraper(HttpScraper):
-    """TensorDock v2 locations (a key is sent as Bearer when configured)."""
+    """TensorDock v2 locations (API key, Bearer)."""
 
     name: ClassVar[str] = "tensordock"
     display_name: ClassVar[str] = "TensorDock"
     kind: ClassVar[str] = "marketplace"
+    needs_key: ClassVar[bool] = True
     default_url: ClassVar[str] = "https://dashboard.tensordock.com/api/v2/locations"
 
     async def fetch(self, client: httpx.AsyncClient) -> list[RawPage]:
         """One GET; the feed lists every location at once."""
-        headers = {"Authorization": f"Bearer {self.config.api_key}"} if self.config.api_key else {}
+        if not self.config.api_key:
+            raise MissingApiKey(
+                "TensorDock needs an API key (GPUFIT_PROVIDERS__TENSORDOCK__API_KEY)"
+            )
+        headers = {"Authorization": f"Bearer {self.config.api_key}"}
         body = await get_text(client, self.base_url, headers=headers, max_bytes=self.max_bytes)
         return [RawPage(url=self.base_url, body=body)]
 
@@ -84,7 +122,11 @@ class TensordockScraper(HttpScraper):
         records: list[OfferRecord] = []
         for page in pages:
             data = load_json(page.body, page.url)
-            locations = data.get("data", {}).get("locations") if isinstance(data, dict) else None
+            if isinstance(data, dict) and isinstance(data.get("hostnodes"), dict):
+                records.extend(self._v0(data["hostnodes"], result.warnings))
+                continue
+            inner = data.get("data") if isinstance(data, dict) else None
+            locations = inner.get("locations") if isinstance(inner, dict) else None
             if not isinstance(locations, list):
                 raise FeedFormatError(f"{page.url}: expected data.locations to be a list")
             for raw in locations:
@@ -107,6 +149,41 @@ class TensordockScraper(HttpScraper):
                     records.extend(self._records(gpu, region or location.id, result.warnings))
         result.records = dedupe(records, result.warnings)
         return result
+
+    def _v0(self, hostnodes: dict[str, object], warnings: list[str]) -> list[OfferRecord]:
+        """v0 hostnodes -> the v2 shape (one location per hostnode) -> records."""
+        out: list[OfferRecord] = []
+        for uuid, raw in hostnodes.items():
+            try:
+                node = _Hostnode.model_validate(raw)
+            except ValidationError as exc:
+                warnings.append(f"skipped hostnode {str(uuid)[:40]}: {exc.errors()[0]['msg']}")
+                continue
+            if node.status.get("online") is False or node.status.get("listed") is False:
+                continue
+            where = node.location
+            region = ", ".join(
+                str(p) for p in (where.get("city"), where.get("region"), where.get("country")) if p
+            )
+            specs = node.specs
+            for model, offer in specs.gpu.items():
+                gpu = _Gpu(
+                    v0Name=model,
+                    max_count=offer.amount,
+                    price_per_hr=offer.price,
+                    resources=_Resources(
+                        max_vcpus=specs.cpu.amount,
+                        max_ram_gb=specs.ram.amount,
+                        max_storage_gb=specs.storage.amount,
+                    ),
+                    pricing=_Pricing(
+                        per_vcpu_hr=specs.cpu.price,
+                        per_gb_ram_hr=specs.ram.price,
+                        per_gb_storage_hr=specs.storage.price,
+                    ),
+                )
+                out.extend(self._records(gpu, region or str(uuid)[:40], warnings))
+        return out
 
     def _records(self, gpu: _Gpu, region: str, warnings: list[str]) -> list[OfferRecord]:
         out = []

@@ -1,8 +1,10 @@
 """Vast.ai marketplace: one bundle offer is one machine (or a slice of one) with live availability.
 
-Prices are per bundle (`dph_total`, whole offer incl. the default storage); `min_bid` is the
-interruptible price. Host RAM is for the whole machine, so it is scaled by the offer's share of the
-CPU cores. `reliability` has no OfferRecord field and is not kept.
+Prices are per bundle (`dph_total`, whole offer incl. the default storage; recorded responses
+without it carry the same figure as `search.totalHour` or `discounted_dph_total`); `min_bid` is
+the interruptible price. Host RAM is for the whole machine, so it is scaled by the offer's share
+of the CPU cores. The CLI's `--raw` output (a bare list of offers) parses too. `reliability`
+has no OfferRecord field and is not kept.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from app.gpus.normalize import normalize_gpu_name
 from app.records import Availability, Interconnect, Network, OfferRecord
 from scrapers.base import FeedFormatError, ParseResult, RawPage
-from scrapers.http import HttpScraper, build_record, dedupe, load_json, post_json_text
+from scrapers.http import HttpScraper, build_record, dedupe, load_json, post_json_text, to_float
 
 OFFER_LIMIT = 3000  # the bundles endpoint has no pagination: one large page
 QUERY: dict[str, Any] = {
@@ -41,7 +43,10 @@ class _Offer(BaseModel):
     cpu_cores_effective: float | None = None
     cpu_ram: float | None = None  # MB, whole machine
     disk_space: float | None = None  # GB
-    dph_total: float
+    dph_total: float | None = None
+    discounted_dph_total: float | None = None
+    dph_total_adj: float | None = None
+    search: dict[str, Any] | None = None
     min_bid: float | None = None
     rentable: bool = False
     rented: bool = False
@@ -49,6 +54,16 @@ class _Offer(BaseModel):
     bw_nvlink: float | None = None
     inet_down: float | None = None  # Mb/s
     inet_up: float | None = None
+
+
+def _price(offer: _Offer) -> float | None:
+    """The whole-bundle hourly price: dph_total, else the same figure under its other names."""
+    total = (offer.search or {}).get("totalHour")
+    for value in (offer.dph_total, total, offer.discounted_dph_total, offer.dph_total_adj):
+        number = to_float(value)
+        if number is not None and number > 0:
+            return number
+    return None
 
 
 def _slug(text: str) -> str:
@@ -77,9 +92,12 @@ class VastaiScraper(HttpScraper):
         records = []
         for page in pages:
             data = load_json(page.body, page.url)
-            if not isinstance(data, dict) or not isinstance(data.get("offers"), list):
-                raise FeedFormatError(f"{page.url}: expected an object with an offers list")
-            for raw in data["offers"]:
+            offers = data if isinstance(data, list) else None  # `vastai search offers --raw`
+            if isinstance(data, dict) and isinstance(data.get("offers"), list):
+                offers = data["offers"]
+            if offers is None:
+                raise FeedFormatError(f"{page.url}: expected an offers list")
+            for raw in offers:
                 try:
                     offer = _Offer.model_validate(raw)
                 except ValidationError as exc:
@@ -93,6 +111,10 @@ class VastaiScraper(HttpScraper):
         return result
 
     def _record(self, offer: _Offer, warnings: list[str]) -> OfferRecord | None:
+        price = _price(offer)
+        if price is None:
+            warnings.append(f"skipped offer {offer.id}: no price (dph_total or search.totalHour)")
+            return None
         vram = offer.gpu_ram / 1024 if offer.gpu_ram else None
         available = offer.rentable and not offer.rented
         ram = None
@@ -117,7 +139,7 @@ class VastaiScraper(HttpScraper):
             vcpus=offer.cpu_cores_effective,
             ram_gib=round(ram, 1) if ram else None,
             disk_gib=offer.disk_space,
-            price_per_hour=offer.dph_total,
+            price_per_hour=price,
             spot_price_per_hour=offer.min_bid if offer.min_bid and offer.min_bid > 0 else None,
             interconnect=interconnect,
             # Hosts reach each other over the public internet: its bandwidth is the fabric.

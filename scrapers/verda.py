@@ -3,7 +3,9 @@
 Auth is OAuth2 client credentials (key = client id, secret = client secret); the token never
 lands in a RawPage. One record per instance type and location seen in the availability feeds:
 IN_STOCK where the type is listed as available on demand there, OUT elsewhere. `p2p` (GPU
-peer-to-peer bandwidth) sets the interconnect: >= 100 GB/s is NVLink, below that PCIe.
+peer-to-peer bandwidth) sets the interconnect: >= 100 GB/s is NVLink (NVSwitch on 8-GPU HGX
+boards), below that PCIe. The spot availability list is secondary: if it fails, the run is
+partial and the on-demand offers still land.
 """
 
 from __future__ import annotations
@@ -77,7 +79,10 @@ def _interconnect(p2p: str | None, count: int) -> Interconnect:
     match = re.search(r"([\d.]+)\s*GB/s", p2p or "", re.I)
     if count < 2 or not match:
         return Interconnect.UNKNOWN
-    return Interconnect.NVLINK if float(match.group(1)) >= NVLINK_MIN_GBPS else Interconnect.PCIE
+    if float(match.group(1)) < NVLINK_MIN_GBPS:
+        return Interconnect.PCIE
+    # An 8-GPU NVLink machine is an HGX board: all GPUs meet through NVSwitch.
+    return Interconnect.NVSWITCH if count >= 8 else Interconnect.NVLINK
 
 
 class VerdaScraper(HttpScraper):
@@ -108,16 +113,19 @@ class VerdaScraper(HttpScraper):
         if not isinstance(token, str) or not token:
             raise FetchError("Verda token response has no access_token")
         headers = {"Authorization": f"Bearer {token}"}
-        urls = [
-            f"{base}/instance-types",
-            f"{base}/instance-availability?is_spot=false",
-            f"{base}/instance-availability?is_spot=true",
-        ]
+        urls = [f"{base}/instance-types", f"{base}/instance-availability?is_spot=false"]
 
         async def one(url: str) -> RawPage:
             return RawPage(url=url, body=await get_text(client, url, headers=headers))
 
-        return await gather_limited(self.limit, [partial(one, u) for u in urls])
+        pages = await gather_limited(self.limit, [partial(one, u) for u in urls])
+        # Spot availability is secondary: without it the on-demand offers still land.
+        spot_url = f"{base}/instance-availability?is_spot=true"
+        try:
+            pages.append(await one(spot_url))
+        except (FetchError, httpx.HTTPError) as exc:
+            self.degrade(f"spot availability unavailable ({str(exc)[:200]}); on-demand kept")
+        return pages
 
     def parse(self, pages: list[RawPage]) -> ParseResult:
         """Join instance types with the availability lists."""

@@ -192,6 +192,10 @@ CASES: list[tuple[str, float | None, str, str]] = [
     ("banana 9000", None, "", UNKNOWN),
     ("", None, "gpu_8x_h100_sxm5", UNKNOWN),  # context alone never names the GPU
     ("A100", 80.0, "gpu_1x_h100_sxm5", "a100-80gb"),  # unrelated context is ignored
+    # Shadeform glues the GPU count to the form word; hyperstack spells it out.
+    ("A100-80GB", 80.0, "crusoe_A100-80G-sxm4x8", "a100-80gb-sxm"),
+    ("A100-80G-PCIe-NVLink", 80.0, "n3-A100x8-NVLink", "a100-80gb-pcie"),
+    ("H100-80G-PCIe-NVLink", 80.0, "", "h100-pcie"),
 ]
 
 

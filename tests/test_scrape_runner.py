@@ -101,7 +101,8 @@ async def test_failures_change_nothing_and_are_recorded(
     assert snapshot(session_factory) == before
     assert runs(session_factory)[-1] == (expect_status, result.error)
 
-    listed = {p["provider"]: p for p in client.get("/api/providers").json()["providers"]}
+    # /api/providers lists providers by id, with the feed that keeps each current as `source`.
+    listed = {p["source"]: p for p in client.get("/api/providers").json()["providers"]}
     assert listed[CUDO.name]["last_status"] == expect_status
     assert expect_error in listed[CUDO.name]["last_error"]
     assert listed[CUDO.name]["last_success"] is not None
@@ -154,3 +155,43 @@ async def test_scrape_adds_feed_entries_to_matching_saved_searches(
     with session_factory() as session:
         after = len(feed_entries(session, search=session.get_one(type(search), search_id)))
     assert after > before, "new matching offers give the feed an entry"
+
+
+async def test_secondary_feed_failure_keeps_primary_offers_as_partial(
+    database_url: str,
+    engine: object,
+    session_factory: sessionmaker[Session],
+    server: FeedServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """AWS's spot feed is down: the on-demand offers land and the run says partial, and why."""
+    import scrapers.http
+    from app.core.settings import Settings
+    from tests.scrapers.conftest import fixture_text
+
+    monkeypatch.setattr(scrapers.http, "RETRY_BASE_SECONDS", 0.001)
+    server.serve(
+        "/aws/us-east-1/index.csv", fixture_text("aws", "us-east-1.csv"), content_type="text/csv"
+    )
+    # /aws/spot.json is not served: 404
+    aws = ProviderSettings(
+        url=server.url + "/aws/{region}/index.csv",
+        extra_urls={"spot": server.url + "/aws/spot.json", "regions": "us-east-1"},
+    )
+    settings = Settings(
+        database_url=database_url, http_timeout_seconds=0.5, providers={"aws": aws}, _env_file=None
+    )
+    runner = ScrapeRunner(settings, engine, session_factory)  # type: ignore[arg-type]
+    result = await runner.run(get_scraper_class("aws"))
+    assert result.status == "partial"
+    assert result.seen == 4 and result.error and "spot prices unavailable" in result.error
+    with session_factory() as session:
+        active = session.scalar(
+            select(func.count()).select_from(Offer).where(Offer.active, Offer.provider_id == "aws")
+        )
+        spot = session.scalar(
+            select(func.count()).select_from(Offer).where(Offer.spot_price_per_hour.is_not(None))
+        )
+    assert (active, spot) == (4, 0)
+    ((status, error),) = runs(session_factory)
+    assert status == "partial" and error is not None and "HTTP 404" in error

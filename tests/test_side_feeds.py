@@ -170,11 +170,13 @@ async def test_providers_status_and_api_show_the_side_feed(
     await side_runner.run_feed(FEED)
     with session_factory() as session:
         status = {s.source: s for s in provider_statuses(session, side_runner.settings)}[FEED]
-    assert (status.last_status, status.offer_count, status.stale) == ("failed", 355, False)
+    assert (status.last_status, status.feed_rows, status.stale) == ("failed", 355, False)
+    assert status.offer_count == 0  # it brings no offers: provider counts still sum to the table
     assert status.last_success is not None and "HTTP 404" in (status.last_error or "")
     assert status.interval_minutes == 360
     api = {p["provider"]: p for p in client.get("/api/providers").json()["providers"]}
-    assert api[FEED]["offer_count"] == 355 and api[FEED]["last_status"] == "failed"
+    assert api[FEED]["feed_rows"] == 355 and api[FEED]["offer_count"] == 0
+    assert api[FEED]["last_status"] == "failed"
     assert api[FEED]["display_name"].startswith("AWS Spot Instance Advisor")
     page = client.get("/providers").text
     assert f'id="p-{FEED}"' in page and "HTTP 404" in page

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
@@ -11,27 +11,57 @@ from app.core.deps import SessionDep
 from app.fit.query import WorkloadQuery
 from app.fit.serialize import estimate_dict
 from app.queries import OfferFilters, offer_dict, search_offers, to_csv
+from app.queries.listings import GROUP_LISTING, group_offers, grouping_applies, region_dict
 from app.web.urls import alternate_links
 
 router = APIRouter()
 
 FiltersDep = Annotated[OfferFilters, Query()]
+GroupParam = Annotated[
+    Literal["listing", "offer"] | None,
+    Query(
+        description="listing: one entry per listing with its regions (not with a region "
+        "filter); offer (the default): one row per offer"
+    ),
+]
 
 
 @router.get("/api/offers", tags=["offers"])
 def list_offers(
-    request: Request, session: SessionDep, filters: FiltersDep, workload: WorkloadQuery
+    request: Request,
+    session: SessionDep,
+    filters: FiltersDep,
+    workload: WorkloadQuery,
+    group: GroupParam = None,
 ) -> Response:
-    """Offers matching the filters; with workload params, ranked by fit (fitting ones first)."""
+    """Offers matching the filters; with workload params, ranked by fit (fitting ones first).
+
+    With group=listing, the page's offers of one listing (provider, instance type, market, GPU
+    and count) become one entry with `regions`, cheapest first; total and paging stay per offer.
+    """
     page = search_offers(session, filters=filters, workload=workload)
+    grouped = group == GROUP_LISTING and grouping_applies(filters)
+    if grouped:
+        offers = [
+            {
+                **offer_dict(listing.item),
+                "region_count": len(listing.offers),
+                "regions": [region_dict(row) for row in listing.offers],
+            }
+            for listing in group_offers(session, page.offers, filters)
+        ]
+    else:
+        offers = [offer_dict(item) for item in page.offers]
     body: dict[str, Any] = {
         "total": page.total,
         "limit": page.limit,
         "offset": page.offset,
         "sort": page.sort,
         "caption": page.caption,
-        "offers": [offer_dict(item) for item in page.offers],
+        "offers": offers,
     }
+    if group == GROUP_LISTING:
+        body["group"] = GROUP_LISTING if grouped else None  # None: a region filter is set
     if page.estimate is not None:
         body["workload"] = estimate_dict(page.estimate)
         body["fitting"] = page.fitting

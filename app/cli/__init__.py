@@ -43,7 +43,7 @@ def load_sample_cmd(
     if_empty: Annotated[bool, typer.Option(help="Only load when there are no offers yet.")] = False,
 ) -> None:
     """Load the bundled recorded sample through the normal ingest path."""
-    from app.pipeline.sample_loader import database_is_empty, load_sample, sample_date
+    from app.pipeline.sample_loader import database_is_empty, load_sample, sample_dates
 
     factory = make_session_factory(make_engine(get_settings().database_url))
     with session_scope(factory) as session:
@@ -51,9 +51,11 @@ def load_sample_cmd(
             print("offers already present; sample not loaded")
             return
         result = load_sample(session)
+    dates = sample_dates()
+    recorded = f"{dates[0]} to {dates[1]}" if dates else "unknown"
     print(
-        f"loaded {result.offers} sample offers from {result.providers} clouds "
-        f"(recorded {sample_date()}); {len(result.warnings)} rows skipped or merged"
+        f"loaded {result.offers} sample offers from {result.providers} providers "
+        f"(recorded {recorded}); {len(result.warnings)} rows skipped or merged"
     )
 
 

@@ -119,6 +119,8 @@ _RULES: tuple[_Rule, ...] = (
     _rtx("3070", "rtx-3070"),
     _rtx("3060", "rtx-3060-ti", r"\s?ti"),
     _rtx("3060", "rtx-3060"),
+    # AWS G5g: "NVIDIA T4G Tensor Core GPUs", the T4 (TU104, 16 GB) paired with Graviton hosts.
+    _rule(_L + r"t4\s?g" + _E, "t4", "t4"),
     _rule(_L + r"t4" + _E, "t4", "t4"),
     _rule(_L + r"v\s?100\s?s" + _E, "v100s"),  # V100S: faster memory, not carried
     _rule(_L + r"v\s?100" + _E, "v100", "v100-16gb", "v100-32gb"),
@@ -137,6 +139,7 @@ _SKU_RULES: tuple[tuple[re.Pattern[str], str | None], ...] = tuple(
         # Azure
         (r"standard nd\d+is?r h100 v5", "h100-sxm"),
         (r"standard nc\d+ads h100 v5", "h100-nvl"),
+        (r"standard ncc\d+ads h100 v5", "h100-nvl"),
         (r"standard nd\d+is?r h200 v5", "h200"),
         (r"standard nd\d+is?r mi300x v5", "mi300x"),
         (r"standard nd\d+amsr a100 v4", "a100-80gb-sxm"),
@@ -147,6 +150,14 @@ _SKU_RULES: tuple[tuple[re.Pattern[str], str | None], ...] = tuple(
         (r"standard nc\d+as t4 v3", "t4"),
         (r"standard nv(?:36|72)ads a10 v5", "a10"),
         (r"standard nv\d+ads a10 v5", None),
+        # AWS (EC2 accelerated instance docs: P5 H100 SXM, P5e/P5en H200, P4d/P4de A100 SXM4
+        # 40/80 GB, P3dn V100 32 GB, P3 V100 16 GB, all SXM on HGX boards)
+        (r"p5 \d+xlarge", "h100-sxm"),
+        (r"p5en? \d+xlarge", "h200"),
+        (r"p4d \d+xlarge", "a100-40gb-sxm"),
+        (r"p4de \d+xlarge", "a100-80gb-sxm"),
+        (r"p3dn \d+xlarge", "v100-32gb"),
+        (r"p3 \d+xlarge", "v100-16gb"),
         # OCI
         (r"bm gpu h100 \d+", "h100-sxm"),
         (r"bm gpu h200 \d+", "h200"),
@@ -176,8 +187,9 @@ _GCP_TYPES: dict[str, str | None] = {
 }
 
 _FORM_WORDS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("SXM", re.compile(_L + r"sxm\d?" + _E)),
-    ("PCIe", re.compile(_L + r"pcie?\d?" + _E)),
+    # A glued instance count may follow: Shadeform's "crusoe_A100-80G-sxm4x8".
+    ("SXM", re.compile(_L + r"sxm\d?(?:x\d+)?" + _E)),
+    ("PCIe", re.compile(_L + r"pcie?\d?(?:x\d+)?" + _E)),
     ("NVL", re.compile(_L + r"nvl" + _E)),
     ("OAM", re.compile(_L + r"oam" + _E)),
 )

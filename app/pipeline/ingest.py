@@ -21,6 +21,7 @@ from app.records import OfferRecord
 from app.regions import continent_for_region
 from app.store.data_cache import bump_data_version
 from app.store.models import GpuModel, Offer, PricePoint, Provider, ScrapeRun
+from scrapers.facts import display_name
 
 OfferKey = tuple[str, str, str, bool]
 
@@ -97,6 +98,7 @@ def offer_values(record: OfferRecord, known_gpus: Collection[str]) -> dict[str, 
         "availability": record.availability.value,
         "availability_count": record.availability_count,
         "continent": continent_for_region(record.region),
+        "provider_url": record.provider_url,
     }
 
 
@@ -105,7 +107,7 @@ _VALUE_FIELDS = (
     "gpu_model_slug", "gpu_raw_name", "gpu_count", "vram_gib_per_gpu", "vram_gib_total", "vcpus",
     "ram_gib", "disk_gib", "interconnect", "network", "network_gbps", "price_per_hour",
     "spot_price_per_hour", "price_per_gpu_hour", "currency", "billing", "availability",
-    "availability_count", "continent",
+    "availability_count", "continent", "provider_url",
 )  # fmt: skip
 _KEY_FIELDS = ("provider_id", "instance_type", "region", "spot")
 _INSERT_FIELDS = (*_KEY_FIELDS, "source", "first_seen", "last_seen", "active", *_VALUE_FIELDS)
@@ -116,11 +118,16 @@ _ID_CHUNK = 5_000
 
 
 def ensure_providers(session: Session, names: dict[str, str]) -> None:
-    """Create provider rows that do not exist yet (id -> display name)."""
-    existing = set(session.scalars(select(Provider.id).where(Provider.id.in_(list(names)))))
+    """Create provider rows that do not exist yet and correct stale display names (id -> name)."""
+    existing = {
+        p.id: p for p in session.scalars(select(Provider).where(Provider.id.in_(list(names))))
+    }
     for provider_id, display in names.items():
-        if provider_id not in existing:
+        row = existing.get(provider_id)
+        if row is None:
             session.add(Provider(id=provider_id, display_name=display))
+        elif row.display_name != display:
+            row.display_name = display
     session.flush()
 
 
@@ -284,7 +291,7 @@ def ingest_records(
     unique, warnings = dedupe(records)
     stats = IngestStats(seen=len(unique), warnings=warnings)
     providers = {r.provider for r in unique}
-    names = {p: (provider_names or {}).get(p, p) for p in providers}
+    names = {p: (provider_names or {}).get(p) or display_name(p) for p in providers}
     ensure_providers(session, names)
     known_gpus = set(session.scalars(select(GpuModel.slug)))
     unknown_models = {r.gpu_model for r in unique if r.gpu_model not in known_gpus} - {UNKNOWN}

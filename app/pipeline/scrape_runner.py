@@ -188,8 +188,9 @@ class ScrapeRunner:
                 self._finish, run_id, source, "failed", describe_error(exc), started
             )
         records = _with_facts(parsed.records)
+        degraded = [*scraper.degraded, *parsed.degraded]
         return await asyncio.to_thread(
-            self._ingest, run_id, source, records, parsed.warnings, started
+            self._ingest, run_id, source, records, parsed.warnings, started, degraded
         )
 
     def _start_run(self, source: str) -> int:
@@ -206,7 +207,11 @@ class ScrapeRunner:
         records: list[OfferRecord],
         warnings: list[str],
         started: float,
+        degraded: list[str] | None = None,
     ) -> RunResult:
+        # A secondary feed failed: the primary offers land, the run says partial and why.
+        final = "partial" if degraded else "ok"
+        reason = "degraded: " + "; ".join(degraded)[:MAX_ERROR_CHARS] if degraded else None
         try:
             with self.sessions.begin() as session:
                 status = "failed" if not records else "partial"
@@ -225,8 +230,8 @@ class ScrapeRunner:
                     session,
                     run_id,
                     source,
-                    "ok",
-                    None,
+                    final,
+                    reason,
                     started,
                     seen=stats.seen,
                     added=stats.added,
@@ -252,7 +257,8 @@ class ScrapeRunner:
         )
         return RunResult(
             source=source,
-            status="ok",
+            status=final,
+            error=reason,
             seen=stats.seen,
             added=stats.added,
             updated=stats.updated,

@@ -220,7 +220,7 @@ def add_side_feed_jobs(
 def side_feed_statuses(
     session: Session, settings: Settings, *, now: datetime
 ) -> list[ProviderStatus]:
-    """Freshness rows for the side feeds, in the providers page's shape (count = rows held)."""
+    """Freshness rows for the side feeds, in the providers page's shape (rows held, no offers)."""
     statuses = []
     for feed_id in enabled_side_feeds(settings):
         cls = SIDE_FEEDS[feed_id]
@@ -244,6 +244,7 @@ def side_feed_statuses(
         status = None if run is None else run.status
         statuses.append(
             ProviderStatus(
+                provider=feed_id,
                 source=feed_id,
                 display_name=cls.display_name,
                 interval_minutes=interval,
@@ -251,8 +252,10 @@ def side_feed_statuses(
                 last_run_at=None if run is None else run.started_at,
                 last_status=status,
                 last_error=None if run is None else run.error,
-                offer_count=int(rows or 0),
+                offer_count=0,
+                sample_offers=0,
                 stale=is_stale(last_ok, status, interval, now),
+                feed_rows=int(rows or 0),
             )
         )
     return statuses

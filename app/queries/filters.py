@@ -48,6 +48,13 @@ def label_for(value: str) -> str:
     return LABELS.get(value, value)
 
 
+def _provider_name(provider: str) -> str:
+    """A provider id's display name ("do" -> "DigitalOcean"), from its facts file."""
+    from scrapers.facts import display_name
+
+    return display_name(provider)
+
+
 def _or_list(values: Iterable[str]) -> str:
     items = list(values)
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " or " + items[-1]
@@ -113,8 +120,9 @@ FILTERS: tuple[FilterSpec, ...] = (
         "provider",
         "Provider",
         lambda v, f: Offer.provider_id.in_(v),
-        lambda v: "provider is " + _or_list(v),
+        lambda v: "provider is " + _or_list(_provider_name(p) for p in v),
         facet=lambda: Offer.provider_id,
+        facet_label=lambda p: _provider_name(p),
     ),
     FilterSpec(
         "continent",

@@ -18,6 +18,7 @@ class HistoryPoint:
     price_per_hour: float | None
     spot_price_per_hour: float | None
     availability: str
+    availability_count: int | None = None
 
 
 def price_history(session: Session, *, offer_id: int, limit: int = 5000) -> list[HistoryPoint]:
@@ -28,6 +29,7 @@ def price_history(session: Session, *, offer_id: int, limit: int = 5000) -> list
             PricePoint.price_per_hour,
             PricePoint.spot_price_per_hour,
             PricePoint.availability,
+            PricePoint.availability_count,
         )
         .where(PricePoint.offer_id == offer_id)
         .order_by(PricePoint.observed_at.desc(), PricePoint.id.desc())

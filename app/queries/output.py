@@ -40,6 +40,7 @@ OFFER_FIELDS = (
     "first_seen",
     "last_seen",
     "active",
+    "provider_url",
 )
 FIT_FIELDS = (  # fit_dict's keys, minus the nested `factors` (JSON only)
     "fits",

@@ -57,6 +57,7 @@ class OfferRow:
     fp16_tflops: float | None
     memory_type: str | None
     nvlink_gbps: float | None
+    provider_url: str | None = None  # where to rent it (provider facts); None before migration 0006
 
     @property
     def spot_price_per_gpu_hour(self) -> float | None:
@@ -100,6 +101,7 @@ _ROW_COLUMNS: tuple[Any, ...] = (
     GpuModel.fp16_tflops,
     GpuModel.memory_type,
     GpuModel.nvlink_gbps,
+    Offer.provider_url,
 )
 
 

@@ -124,6 +124,7 @@ class Offer(Base):
     billing: Mapped[str] = mapped_column(String(16), default="unknown")
     availability: Mapped[str] = mapped_column(String(16), default="unknown")
     availability_count: Mapped[int | None] = mapped_column(Integer)
+    provider_url: Mapped[str | None] = mapped_column(String(500))  # where to rent it
     first_seen: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     last_seen: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     active: Mapped[bool] = mapped_column(Boolean, default=True)

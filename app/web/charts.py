@@ -310,3 +310,106 @@ def memory_bar(
         )
     out.append("</svg>")
     return Markup("".join(out))
+
+
+# Availability states in lane order (top to bottom) with their legend labels.
+AVAILABILITY_LANES = (
+    ("in_stock", "in stock"),
+    ("limited", "limited"),
+    ("out", "out of stock"),
+    ("unknown", "unknown"),
+)
+
+
+def availability_chart(
+    points: Sequence[tuple[datetime, str, int | None]],
+    *,
+    title: str,
+    end: datetime | None = None,
+    frame: Frame = Frame(height=150, bottom=44),
+) -> Markup:
+    """An accessible SVG timeline of an offer's availability: one lane per state, each recorded
+    state holding until the next observation, and the available count (where the feed gives
+    one) as a step line over it."""
+    end = end or utcnow()
+    if not points:
+        return Markup('<p class="chart-empty">No availability recorded yet.</p>')
+    t0, t1 = points[0][0], max(end, points[-1][0])
+    if t1 - t0 < timedelta(hours=1):
+        t0, t1 = t0 - timedelta(minutes=30), t1 + timedelta(minutes=30)
+    span = t1 - t0
+    lane_h = frame.plot_h / len(AVAILABILITY_LANES)
+    lanes = {state: i for i, (state, _) in enumerate(AVAILABILITY_LANES)}
+    labels = dict(AVAILABILITY_LANES)
+
+    def x(when: datetime) -> float:
+        return frame.left + (when - t0) / span * frame.plot_w
+
+    counts = [(t, float(c)) for t, _, c in points if c is not None]
+    known = [state for _, state, _ in points if state != "unknown"]
+    out: list[str] = [
+        f'<svg class="chart availability" viewBox="0 0 {frame.width:g} {frame.height:g}" '
+        f'role="img" aria-labelledby="avail-title avail-desc" xmlns="http://www.w3.org/2000/svg">',
+        f'<title id="avail-title">{escape(title)}</title>',
+        f'<desc id="avail-desc">{escape(_describe_availability(points, counts))}</desc>',
+    ]
+    for state, label in AVAILABILITY_LANES:
+        ly = frame.top + lanes[state] * lane_h
+        out.append(
+            f'<line class="grid" x1="{frame.left:g}" x2="{frame.width - frame.right:g}" '
+            f'y1="{ly + lane_h:.1f}" y2="{ly + lane_h:.1f}"/>'
+            f'<text class="axis" x="{frame.left - 6:g}" y="{ly + lane_h / 2 + 4:.1f}" '
+            f'text-anchor="end">{escape(label)}</text>'
+        )
+    for i, (when, state, count) in enumerate(points):
+        until = points[i + 1][0] if i + 1 < len(points) else t1
+        lane = lanes.get(state, lanes["unknown"])
+        bx0, bx1 = x(when), x(until)
+        note = f"{labels.get(state, state)}" + (f", {count} available" if count is not None else "")
+        out.append(
+            f'<rect class="avail {escape(state if state in lanes else "unknown")}" '
+            f'x="{bx0:.1f}" y="{frame.top + lane * lane_h + 2:.1f}" '
+            f'width="{max(1.0, bx1 - bx0):.1f}" height="{lane_h - 4:.1f}">'
+            f"<title>{escape(note)} from {escape(when.strftime('%Y-%m-%d %H:%M'))} UTC"
+            f"</title></rect>"
+        )
+    if counts:
+        top = max(c for _, c in counts) or 1.0
+
+        def y(value: float) -> float:
+            return frame.top + frame.plot_h * (1 - value / top)
+
+        out.append(
+            f'<path class="line s-count" d="{_step_path(counts, t1, x, y)}">'
+            f"<title>available count (max {top:g})</title></path>"
+        )
+    for i in range(5):
+        when = t0 + span * (i / 4)
+        anchor = "start" if i == 0 else "end" if i == 4 else "middle"
+        out.append(
+            f'<text class="axis" x="{x(when):.1f}" y="{frame.top + frame.plot_h + 16:g}" '
+            f'text-anchor="{anchor}">{escape(_fmt_time(when, span))}</text>'
+        )
+    if not known:
+        out.append(
+            f'<text class="legend" x="{frame.left + 4:g}" y="{frame.height - 8:g}">'
+            "The feed does not say whether this offer is available.</text>"
+        )
+    out.append("</svg>")
+    return Markup("".join(out))
+
+
+def _describe_availability(
+    points: Sequence[tuple[datetime, str, int | None]], counts: Sequence[tuple[datetime, float]]
+) -> str:
+    labels = dict(AVAILABILITY_LANES)
+    states = sorted({labels.get(s, s) for _, s, _ in points})
+    latest = points[-1]
+    text = (
+        f"{len(points)} observation(s); states seen: {', '.join(states)}; "
+        f"latest: {labels.get(latest[1], latest[1])}"
+    )
+    if counts:
+        text += f"; available count from {min(c for _, c in counts):g} to "
+        text += f"{max(c for _, c in counts):g}"
+    return text

@@ -46,7 +46,7 @@ from app.saved import (
 )
 from app.store.models import SavedSearch, SavedSearchState, utcnow
 from app.web import urls
-from app.web.charts import Series, availability_bands, time_chart
+from app.web.charts import Series, availability_bands, availability_chart, time_chart
 from app.web.templating import templates
 from app.web.views import gpu_spec, index_context
 from app.web.workload import WorkloadDep
@@ -187,6 +187,11 @@ def offer_page(
     chart = time_chart(
         series, bands=bands, end=end, title=f"Price history of {row.instance_type} in {row.region}"
     )
+    availability = availability_chart(
+        [(p.observed_at, p.availability, p.availability_count) for p in history],
+        end=end,
+        title=f"Availability of {row.instance_type} in {row.region}",
+    )
     facts = load_facts(row.provider).describe(row.instance_type, row.gpu_model, row.gpu_count)
     fit = assess_row(row, workload) if workload is not None else None
     return _render(
@@ -196,6 +201,8 @@ def offer_page(
             "row": row,
             "history": history,
             "chart": chart,
+            "availability_chart": availability,
+            "sample_source": _sample_source(row),
             "facts": facts,
             "fit": fit,
             "workload": workload,
@@ -203,6 +210,15 @@ def offer_page(
         },
         headers=urls.alternate_links(request, [(f"/api/offers/{offer_id}", "application/json")]),
     )
+
+
+def _sample_source(row: Any) -> Any:
+    """The recorded sample source an offer was loaded from (None for live data)."""
+    from app.pipeline.sample_loader import SAMPLE_SOURCE, sample_files
+
+    if row.source != SAMPLE_SOURCE:
+        return None
+    return next((item for item in sample_files() if item.provider == row.provider), None)
 
 
 @router.get("/api/offers/{offer_id}", tags=["offers"], include_in_schema=True)
@@ -218,6 +234,7 @@ def offer_json(session: SessionDep, offer_id: int, workload: WorkloadDep) -> dic
             "price_per_hour": p.price_per_hour,
             "spot_price_per_hour": p.spot_price_per_hour,
             "availability": p.availability,
+            "availability_count": p.availability_count,
         }
         for p in price_history(session, offer_id=offer_id)
     ]
@@ -286,14 +303,19 @@ def gpu_page(request: Request, session: SessionDep, slug: str) -> Response:
 
 _PROVIDER_COLUMNS = (
     "provider",
+    "source",
     "display_name",
+    "state",
     "interval_minutes",
     "last_success",
     "last_run_at",
     "last_status",
     "last_error",
+    "failing_since",
     "offer_count",
+    "sample_offers",
     "stale",
+    "feed_rows",
 )
 _PROVIDER_TWINS = [
     ("/providers", "text/html"),
@@ -317,17 +339,7 @@ def providers_page(request: Request, session: SessionDep, settings: SettingsDep)
 def providers_csv(request: Request, session: SessionDep, settings: SettingsDep) -> Response:
     """/api/providers as CSV."""
     rows = [
-        [
-            s.source,
-            s.display_name,
-            s.interval_minutes,
-            s.last_success,
-            s.last_run_at,
-            s.last_status,
-            s.last_error,
-            s.offer_count,
-            s.stale,
-        ]
+        [getattr(s, name) for name in _PROVIDER_COLUMNS]
         for s in provider_statuses(session, settings)
     ]
     return _csv_response(_PROVIDER_COLUMNS, rows, request, _PROVIDER_TWINS)

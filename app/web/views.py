@@ -27,6 +27,7 @@ from app.queries import (
     regions_by_continent,
     search_offers,
 )
+from app.queries.listings import group_offers, grouping_applies
 from app.store.models import GpuModel
 from app.web import urls
 from app.web.charts import memory_bar, memory_parts
@@ -209,6 +210,29 @@ def index_context(
         "csv_url": urls.url("/offers.csv", args),
         "gpu_choices": _gpu_choices(session, by_key.get("gpu")),
         "banners": banners(session, settings),
+        **_grouping(session, args, filters, page),
+    }
+
+
+def _grouping(
+    session: Session, args: Args, filters: OfferFilters, page: OfferPage
+) -> dict[str, Any]:
+    """Group repeats (one row per listing, its regions listed) unless regions are filtered or
+    the user asked for one row per offer (group=offer)."""
+    allowed = grouping_applies(filters)
+    grouped = allowed and urls.first(args, "group") != "offer"
+    listings = group_offers(session, page.offers, filters) if grouped else []
+    shown = {listing.item.row.id for listing in listings}
+    merged = ({item.row.id for item in page.offers} - shown) if grouped else set()
+    toggle = urls.replace(args, "group", "offer" if grouped else None)
+    # The JSON twin shows the same rows: grouped with regions when the page is.
+    api_args = [*urls.without(args, "group"), *([("group", "listing")] if grouped else [])]
+    return {
+        "grouped": grouped,
+        "group_toggle": urls.url("/", toggle) if allowed else None,
+        "listings": {listing.item.row.id: listing for listing in listings},
+        "merged": merged,
+        "json_url": urls.url("/api/offers", api_args),
     }
 
 

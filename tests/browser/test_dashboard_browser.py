@@ -123,7 +123,10 @@ def test_rank_filter_save_reopen_and_chart(server: str, browser: object, tmp_pat
     # Open an offer and see its price-history chart.
     with page.expect_navigation():
         page.locator("table.offers tbody tr.offer td.instance a").first.click()
-    chart = page.locator("svg.chart")
+    chart = page.locator("svg.chart:not(.availability)")
     expect(chart).to_be_visible()
     assert chart.locator("path.line").count() >= 1
+    # Availability over time next to price, and a way to rent.
+    expect(page.locator("svg.chart.availability")).to_be_visible()
+    expect(page.locator("p.rent-line a.rent")).to_be_visible()
     assert not errors, errors

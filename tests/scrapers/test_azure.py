@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from datetime import UTC, datetime
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
@@ -93,3 +95,56 @@ async def test_fetch_stops_on_empty_items_and_foreign_hosts() -> None:
     )
     async with make_client(timeout=5) as client:
         assert len(await scraper().fetch(client)) == 1
+
+
+# --- real recorded items (tests/fixtures/azure/real/SOURCE.md) -----------------------------
+
+
+def test_real_recorded_items() -> None:
+    pages = [RawPage(url=BASE, body=fixture_text("azure", "real/retail_items_recorded.json"))]
+    result = AzureScraper(ScraperConfig(base_url=BASE)).parse(pages)
+    by_key = {(r.instance_type, r.region): r for r in result.records}
+    assert sorted(by_key) == [
+        ("Standard_NC4as_T4_v3", "eastus"),
+        ("Standard_NCC40ads_H100_v5", "eastus2"),
+    ]
+    t4 = by_key[("Standard_NC4as_T4_v3", "eastus")]
+    assert (t4.gpu_model, t4.gpu_count, t4.price_per_hour) == ("t4", 1, 0.526)
+    ncc = by_key[("Standard_NCC40ads_H100_v5", "eastus2")]
+    # Windows (" Srs Win"), DevTest and the legacy Low Priority row are all ignored
+    assert (ncc.gpu_model, ncc.price_per_hour, ncc.spot_price_per_hour) == (
+        "h100-nvl",
+        6.98,
+        1.419034,
+    )
+    assert result.warnings == []  # the D14 example is DevTest + Windows: dropped, not unknown
+
+
+def _item(**kw: object) -> dict[str, object]:
+    base: dict[str, object] = {
+        "armSkuName": "Standard_NC24ads_A100_v4", "armRegionName": "eastus",
+        "retailPrice": 3.67, "unitOfMeasure": "1 Hour", "type": "Consumption",
+        "skuName": "NC24ads A100 v4", "meterName": "NC24ads A100 v4",
+        "productName": "Virtual Machines NCadsA100v4 Series",
+        "effectiveStartDate": "2024-01-01T00:00:00Z",
+    }  # fmt: skip
+    base.update(kw)
+    return base
+
+
+def test_expired_rows_are_ignored_and_the_latest_current_row_wins() -> None:
+    items = [
+        # an expired spot row listed first, then the current one
+        _item(skuName="NC24ads A100 v4 Spot", retailPrice=0.5,
+              effectiveEndDate="2025-01-01T00:00:00Z"),
+        _item(skuName="NC24ads A100 v4 Spot", retailPrice=0.9,
+              effectiveStartDate="2025-02-01T00:00:00Z"),
+        # two current on-demand rows: the later start date wins, whatever the order
+        _item(retailPrice=4.0, effectiveStartDate="2026-06-01T00:00:00Z"),
+        _item(retailPrice=3.67, effectiveStartDate="2024-01-01T00:00:00Z"),
+    ]  # fmt: skip
+    body = json.dumps({"Items": items, "NextPageLink": None})
+    s = AzureScraper(ScraperConfig(base_url=BASE))
+    s.clock = lambda: datetime(2026, 12, 3, tzinfo=UTC)  # type: ignore[method-assign]
+    (record,) = s.parse([RawPage(url=BASE, body=body)]).records
+    assert (record.price_per_hour, record.spot_price_per_hour) == (4.0, 0.9)

@@ -64,7 +64,13 @@ def test_apply_fills_unknown_fields() -> None:
 
 
 def test_feed_values_win() -> None:
-    rec = _record(billing="second", interconnect="nvlink", network="infiniband", network_gbps=400)
+    rec = _record(
+        billing="second",
+        interconnect="nvlink",
+        network="infiniband",
+        network_gbps=400,
+        provider_url="https://example.com/offer/1",
+    )
     assert apply_facts(rec, load_facts("lambda")) == rec
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import pytest
 import respx
@@ -78,3 +80,54 @@ async def test_fetch_follows_page_token_and_hides_key() -> None:
     assert dict(second) == {"key": "gkey", "pageSize": "5000", "pageToken": "CAESBgoEOD"}
     assert all("gkey" not in page.url for page in pages)
     assert len(scraper().parse(pages).records) == 16
+
+
+# --- real recorded SKUs (tests/fixtures/gcp/real/SOURCE.md) --------------------------------
+
+
+def test_real_opencost_skus_price_a2_machines() -> None:
+    pages = [RawPage(url=BASE, body=fixture_text("gcp", "real/skus_opencost.json"))]
+    result = GcpScraper(ScraperConfig(base_url=BASE, api_key="k")).parse(pages)
+    by_key = {(r.instance_type, r.region): r for r in result.records}
+    # A100 GPU + A2 core + A2 RAM SKUs cover three regions: every A2 A100-40GB shape there
+    assert {key[1] for key in by_key} == {"us-central1", "us-east1", "us-west1"}
+    assert {key[0] for key in by_key} == {
+        "a2-highgpu-1g", "a2-highgpu-2g", "a2-highgpu-4g", "a2-highgpu-8g", "a2-megagpu-16g",
+    }  # fmt: skip
+    one = by_key[("a2-highgpu-1g", "us-central1")]
+    # 12 vCPU x 0.031611 + 85 GiB x 0.004237 + 1 GPU x 2.933908
+    assert one.price_per_hour == pytest.approx(3.673385)
+    assert (one.gpu_model, one.gpu_count, one.spot) == ("a100-40gb-sxm", 1, False)
+    eight = by_key[("a2-highgpu-8g", "us-west1")]
+    assert eight.price_per_hour == pytest.approx(8 * 3.673385, rel=1e-6)
+    assert result.warnings == []
+
+
+def test_both_spot_description_spellings() -> None:
+    def sku(description: str, usage: str, units: str, nanos: int, kind: str) -> dict[str, object]:
+        return {
+            "skuId": description[:8], "description": description,
+            "category": {"resourceFamily": "Compute", "resourceGroup": kind, "usageType": usage},
+            "serviceRegions": ["us-central1"],
+            "pricingInfo": [{"pricingExpression": {
+                "usageUnit": "GiBy.h" if kind == "RAM" else "h",
+                "tieredRates": [{"unitPrice": {"units": units, "nanos": nanos}}]}}],
+        }  # fmt: skip
+
+    skus = [
+        sku("G2 Instance Core running in Americas", "OnDemand", "0", 24_000_000, "CPU"),
+        sku("G2 Instance Ram running in Americas", "OnDemand", "0", 3_000_000, "RAM"),
+        sku("Nvidia L4 GPU running in Americas", "OnDemand", "0", 560_000_000, "GPU"),
+        sku("Spot Preemptible G2 Instance Core running in Americas", "Preemptible", "0",
+            8_000_000, "CPU"),
+        sku("Spot Preemptible G2 Instance Ram running in Americas", "Preemptible", "0",
+            1_000_000, "RAM"),
+        sku("Nvidia L4 GPU attached to Spot Preemptible VMs running in Americas",
+            "Preemptible", "0", 220_000_000, "GPU"),
+    ]  # fmt: skip
+    body = json.dumps({"skus": skus})
+    result = GcpScraper(ScraperConfig(base_url=BASE, api_key="k")).parse(
+        [RawPage(url=BASE, body=body)]
+    )
+    g2 = {r.instance_type: r for r in result.records}["g2-standard-4"]
+    assert g2.spot_price_per_hour == pytest.approx(4 * 0.008 + 16 * 0.001 + 0.22)

@@ -56,8 +56,7 @@ def test_parse_fixture_into_exact_records() -> None:
     ]  # fmt: skip
     assert result.records[0].price_per_gpu_hour == pytest.approx(2.99)
     assert result.warnings == [
-        "skipped gpu_1x_broken: Input should be a valid integer, unable to parse string as an "
-        "integer"
+        "skipped gpu_1x_broken: Input should be a valid number, unable to parse string as a number"
     ]
 
 
@@ -81,3 +80,26 @@ async def test_fetch_sends_bearer_key() -> None:
         pages = await scraper().fetch(client)
     assert route.calls.last.request.headers["Authorization"] == "Bearer secret"
     assert len(scraper().parse(pages).records) == 5
+
+
+# --- real recorded feed (tests/fixtures/lambdalabs/real/SOURCE.md) --------------------------
+
+
+def test_real_documented_example_is_accepted() -> None:
+    # Lambda's own OpenAPI example: no specs.gpus, no gpu_description, prices as strings.
+    pages = [
+        RawPage(
+            url=BASE, body=fixture_text("lambdalabs", "real/instance_types_openapi_example.json")
+        )
+    ]
+    result = scraper().parse(pages)
+    assert result.warnings == []
+    by_type = {r.instance_type: r for r in result.records}
+    assert sorted(by_type) == ["gpu_1x_a100", "gpu_4x_a6000"]
+    one, four = by_type["gpu_1x_a100"], by_type["gpu_4x_a6000"]
+    assert (one.gpu_count, one.price_per_hour, one.region) == (1, 0.80, "us-tx-1")
+    assert (four.gpu_count, four.price_per_hour, four.region) == (4, 1.10, "us-az-1")
+    assert one.gpu_raw_name == "RTX A100 (24 GB)" and four.gpu_raw_name == "RTX 6000 (24 GB)"
+    # "RTX 6000 (24 GB)" is the Turing Quadro by its 24 GB
+    assert four.gpu_model == "quadro-rtx-6000"
+    assert one.availability == "in_stock"

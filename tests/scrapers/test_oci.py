@@ -33,7 +33,7 @@ def test_parse_fixture_into_exact_records() -> None:
     assert result.records == [
         OfferRecord(
             provider="oci", instance_type="BM.GPU.H100.8", region="global",
-            gpu_model="h100-sxm", gpu_raw_name="H100", gpu_count=8, vram_gib_per_gpu=80,
+            gpu_model="h100-sxm", gpu_raw_name="H100 SXM5 80GB", gpu_count=8, vram_gib_per_gpu=80,
             vcpus=224, ram_gib=2048, price_per_hour=80.0,
         ),
         OfferRecord(
@@ -43,7 +43,7 @@ def test_parse_fixture_into_exact_records() -> None:
         ),
         OfferRecord(
             provider="oci", instance_type="BM.GPU4.8", region="global",
-            gpu_model="a100-40gb-sxm", gpu_raw_name="A100 40 GB", gpu_count=8,
+            gpu_model="a100-40gb-sxm", gpu_raw_name="A100 40GB SXM4", gpu_count=8,
             vram_gib_per_gpu=40, vcpus=128, ram_gib=2048, price_per_hour=24.4,
         ),
     ]  # fmt: skip
@@ -74,3 +74,44 @@ async def test_fetch_shapes_and_follows_price_pages() -> None:
     assert shapes.call_count == page1.call_count == page2.call_count == 1
     assert len(pages) == 3
     assert len(scraper().parse(pages).records) == 3
+
+
+# --- real recorded shapes and the real files' GPU quirks -------------------------------------
+
+
+def test_real_shapes_excerpt_is_tolerated() -> None:
+    pages = [
+        RawPage(url=SHAPES, body=fixture_text("oci", "real/shapes_gpuhunt_excerpt.json")),
+        *fixture_pages(),
+    ]
+    result = scraper().parse(pages)
+    # the fractional disk quantity and null GPU fields of CPU shapes break nothing; CPU shapes
+    # are not offers, and the GPU shapes of the other file still are
+    assert [r.instance_type for r in result.records] == [
+        "BM.GPU.H100.8",
+        "VM.GPU.A10.1",
+        "BM.GPU4.8",
+    ]
+
+
+def test_gpu_shape_quirks_of_the_real_files() -> None:
+    pages = [
+        RawPage(url=SHAPES, body=fixture_text("oci", "quirks_shapes.json")),
+        RawPage(url=PRODUCTS, body=fixture_text("oci", "quirks_products.json")),
+    ]
+    result = scraper().parse(pages)
+    assert result.warnings == []
+    by_type = {r.instance_type: r for r in result.records}
+    assert sorted(by_type) == ["BM.GPU.B300.8", "BM.GPU.GB200.4", "BM.GPU.MI355X.8", "BM.GPU3.8"]
+    # "Compute - GPU - E3" names a hardware generation: the shape says V100
+    v100 = by_type["BM.GPU3.8"]
+    assert (v100.gpu_model, v100.price_per_hour, v100.spot_price_per_hour) == (
+        "v100-16gb",
+        23.6,
+        11.8,
+    )
+    b300 = by_type["BM.GPU.B300.8"]  # null OCPU quantity: no vCPU count, offer kept
+    assert (b300.gpu_model, b300.vcpus, b300.vram_gib_per_gpu) == ("b300", None, 288)
+    mi355x = by_type["BM.GPU.MI355X.8"]  # gpuMemoryQty 288 is per GPU, not 36 GiB each
+    assert (mi355x.vram_gib_per_gpu, mi355x.gpu_raw_name) == (288, "MI355X")
+    assert by_type["BM.GPU.GB200.4"].gpu_count == 4  # "(NVL72)" display suffix dropped

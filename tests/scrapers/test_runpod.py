@@ -9,7 +9,7 @@ import pytest
 import respx
 
 from app.records import OfferRecord
-from scrapers.base import FeedFormatError, MissingApiKey, RawPage, ScraperConfig
+from scrapers.base import FeedFormatError, RawPage, ScraperConfig
 from scrapers.http import make_client
 from scrapers.runpod import QUERY, RunpodScraper
 from tests.scrapers.conftest import fixture_text
@@ -62,10 +62,14 @@ def test_malformed() -> None:
         scraper().parse([RawPage(url=BASE, body='{"data": {"gpuTypes": {}}}')])
 
 
-async def test_missing_key() -> None:
+@respx.mock
+async def test_fetch_without_a_key_sends_no_authorization() -> None:
+    route = respx.post(BASE).mock(
+        return_value=httpx.Response(200, text=fixture_text("runpod", "gpu_types.json"))
+    )
     async with make_client(timeout=5) as client:
-        with pytest.raises(MissingApiKey):
-            await scraper(key="").fetch(client)
+        await scraper(key="").fetch(client)
+    assert "Authorization" not in route.calls.last.request.headers
 
 
 @respx.mock
@@ -80,3 +84,28 @@ async def test_fetch_posts_graphql_with_bearer() -> None:
     assert "api_key" not in str(request.url)
     assert json.loads(request.content) == {"query": QUERY}
     assert len(scraper().parse(pages).records) == 10
+
+
+# --- real recorded feed (tests/fixtures/runpod/real/SOURCE.md) -----------------------------
+
+
+def test_real_keyless_capture() -> None:
+    pages = [RawPage(url=BASE, body=fixture_text("runpod", "real/gpu_types_oniq_2026-08-25.json"))]
+    result = scraper(key="").parse(pages)
+    assert result.warnings == []
+    assert len(result.records) == 16
+    by_type = {r.instance_type: r for r in result.records}
+    community_4090 = by_type["1x NVIDIA GeForce RTX 4090 (community)"]
+    # the shared lowestPrice (0.34) is the community price: in stock there, at that price
+    assert community_4090.gpu_model == "rtx-4090"
+    assert (community_4090.price_per_hour, community_4090.availability) == (0.34, "in_stock")
+    secure_4090 = by_type["1x NVIDIA GeForce RTX 4090 (secure)"]
+    assert (secure_4090.price_per_hour, secure_4090.availability) == (0.74, "unknown")
+    # lowestPrice null: no capacity on either cloud
+    a5000 = by_type["1x NVIDIA RTX A5000 (community)"]
+    assert (a5000.gpu_model, a5000.availability, a5000.price_per_hour) == ("rtx-a5000", "out", 0.16)
+    assert by_type["1x NVIDIA RTX A5000 (secure)"].availability == "out"
+    assert by_type["1x NVIDIA L4 (secure)"].gpu_model == "l4"
+    assert "1x NVIDIA L4 (community)" not in by_type  # communityCloud false
+    # no maxGpuCount in the capture: only single-GPU listings
+    assert {r.gpu_count for r in result.records} == {1}

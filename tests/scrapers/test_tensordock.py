@@ -7,7 +7,7 @@ import pytest
 import respx
 
 from app.records import OfferRecord
-from scrapers.base import FeedFormatError, RawPage, ScraperConfig
+from scrapers.base import FeedFormatError, MissingApiKey, RawPage, ScraperConfig
 from scrapers.http import make_client
 from scrapers.tensordock import TensordockScraper
 from tests.scrapers.conftest import fixture_text
@@ -63,14 +63,50 @@ def test_malformed() -> None:
 
 
 @respx.mock
-async def test_fetch_single_request_with_optional_key() -> None:
+async def test_fetch_sends_the_key_and_skips_without_one() -> None:
     route = respx.get(BASE).mock(
         return_value=httpx.Response(200, text=fixture_text("tensordock", "locations.json"))
     )
     async with make_client(timeout=5) as client:
-        await scraper().fetch(client)
-        assert "Authorization" not in route.calls.last.request.headers
+        with pytest.raises(MissingApiKey):
+            await scraper().fetch(client)
         pages = await scraper("td").fetch(client)
     assert route.calls.last.request.headers["Authorization"] == "Bearer td"
-    assert route.call_count == 2
+    assert route.call_count == 1
+    assert TensordockScraper.needs_key
     assert len(scraper().parse(pages).records) == 5
+
+
+# --- real published examples (tests/fixtures/tensordock/real/SOURCE.md) --------------------
+
+
+def test_real_v2_documented_example() -> None:
+    result = scraper().parse(
+        [RawPage(url=BASE, body=fixture_text("tensordock", "real/locations_docs_example.json"))]
+    )
+    by_type = {r.instance_type: r for r in result.records}
+    assert sorted(by_type) == [
+        "1x-geforcertx4090-pcie-24gb", "1x-h100-sxm5-80gb", "2x-geforcertx4090-pcie-24gb",
+        "2x-h100-sxm5-80gb", "4x-geforcertx4090-pcie-24gb", "4x-h100-sxm5-80gb",
+        "8x-h100-sxm5-80gb",
+    ]  # fmt: skip
+    h100 = by_type["1x-h100-sxm5-80gb"]
+    assert h100.gpu_model == "h100-sxm" and h100.region == "Austin, Texas, United States"
+    # 2.2 GPU + 4 vCPU x 0.003 + 16 GB x 0.002 + 100 GB x 0.00005
+    assert h100.price_per_hour == pytest.approx(2.2 + 0.012 + 0.032 + 0.005)
+    assert (h100.availability, h100.availability_count) == ("in_stock", 8)
+    rtx = by_type["2x-geforcertx4090-pcie-24gb"]
+    assert rtx.gpu_model == "rtx-4090" and rtx.price_per_hour == pytest.approx(1.0)
+
+
+def test_real_v0_hostnodes_generation() -> None:
+    result = scraper().parse(
+        [RawPage(url=BASE, body=fixture_text("tensordock", "real/hostnodes_v0_sdk_docs.json"))]
+    )
+    assert result.warnings == []
+    (record,) = result.records
+    assert record.instance_type == "1x-geforcertx3080-pcie-10gb"
+    assert record.region == "Winnipeg, Manitoba, Canada"
+    assert record.gpu_model == "rtx-3080" and record.vram_gib_per_gpu == 10
+    assert record.price_per_hour == pytest.approx(0.15 + 4 * 0.003 + 16 * 0.002 + 100 * 0.00005)
+    assert (record.availability, record.availability_count) == ("in_stock", 1)

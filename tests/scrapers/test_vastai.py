@@ -69,3 +69,30 @@ async def test_fetch_posts_query_with_optional_key() -> None:
     body = json.loads(request.content)
     assert body["rentable"] == {"eq": True} and body["limit"] == 3000
     assert len(scraper().parse(pages).records) == 3
+
+
+# --- real recorded offers (tests/fixtures/vastai/real/SOURCE.md) ---------------------------
+
+
+def test_real_cli_raw_list() -> None:
+    pages = [RawPage(url=BASE, body=fixture_text("vastai", "real/search_offers_raw_cli.json"))]
+    (record,) = scraper().parse(pages).records
+    assert record.instance_type == "vast-22990-1xRTX_4090"
+    assert (record.gpu_model, record.gpu_count, record.region) == ("rtx-4090", 1, "Guangxi, CN")
+    assert record.price_per_hour == pytest.approx(0.2466759)
+    assert record.spot_price_per_hour == pytest.approx(0.2)
+    assert (record.availability, record.availability_count) == ("in_stock", 1)
+    # 64393 MB host RAM x 24/96 effective cores
+    assert record.ram_gib == pytest.approx(15.7, abs=0.05)
+
+
+def test_real_offers_without_dph_total() -> None:
+    pages = [RawPage(url=BASE, body=fixture_text("vastai", "real/offers_without_dph_total.json"))]
+    result = scraper().parse(pages)
+    assert result.warnings == []
+    by_machine = {r.instance_type: r for r in result.records}
+    ontario = by_machine["vast-37228-1xRTX_5090"]
+    assert ontario.gpu_model == "rtx-5090"
+    assert ontario.price_per_hour == pytest.approx(0.1157037)  # search.totalHour
+    assert ontario.availability == "out"  # rentable: false
+    assert by_machine["vast-37231-1xRTX_5090"].price_per_hour == pytest.approx(0.1266667)

@@ -39,7 +39,7 @@ def h100(region: str, availability: str) -> OfferRecord:
     return OfferRecord(
         provider="verda", instance_type="8H100.80S.176V", region=region, gpu_model="h100-sxm",
         gpu_raw_name="H100 SXM5 80GB", gpu_count=8, vram_gib_per_gpu=80, vcpus=176,
-        ram_gib=1480, price_per_hour=23.92, spot_price_per_hour=9.52, interconnect="nvlink",
+        ram_gib=1480, price_per_hour=23.92, spot_price_per_hour=9.52, interconnect="nvswitch",
         availability=availability,
     )  # fmt: skip
 
@@ -102,3 +102,57 @@ async def test_fetch_gets_token_then_three_feeds() -> None:
         assert route.calls.last.request.headers["Authorization"] == "Bearer tok123"
     assert all("tok123" not in p.body for p in pages)
     assert len(scraper().parse(pages).records) == 4
+
+
+# --- real API objects recorded by gpuhunt (tests/fixtures/verda/real/SOURCE.md) ------------
+
+
+def test_real_instance_types_and_spot_availability() -> None:
+    pages = [
+        RawPage(
+            url=f"{BASE}/instance-types",
+            body=fixture_text("verda", "real/instance_types_gpuhunt.json"),
+        ),
+        RawPage(
+            url=f"{BASE}/instance-availability?is_spot=true",
+            body=fixture_text("verda", "real/availability_spot_gpuhunt.json"),
+        ),
+    ]
+    result = scraper().parse(pages)
+    assert result.warnings == []
+    records = {(r.instance_type, r.region): r for r in result.records}
+    assert len(records) == 6  # 3 GPU types x 2 locations; the CPU node is skipped
+    h100 = records[("1H100.80S.30V", "FIN-01")]
+    assert (h100.gpu_model, h100.vram_gib_per_gpu) == ("h100-sxm", 80)
+    assert (h100.price_per_hour, h100.spot_price_per_hour) == (3.95, 1.70)
+    a6000 = records[("2A6000.20V", "ICE-01")]
+    assert (a6000.gpu_model, a6000.vram_gib_per_gpu, a6000.interconnect) == (
+        "rtx-a6000",
+        48,
+        "pcie",
+    )  # p2p "50GB/s"
+    assert records[("1V100.6V", "FIN-01")].gpu_model == "v100-16gb"
+    # only spot availability was recorded: nothing says on-demand capacity exists
+    assert {r.availability for r in result.records} == {"out"}
+
+
+@respx.mock
+async def test_spot_availability_down_keeps_on_demand() -> None:
+    respx.post(f"{BASE}/oauth2/token").mock(
+        return_value=httpx.Response(200, json={"access_token": "tok"})
+    )
+    respx.get(f"{BASE}/instance-types").mock(
+        return_value=httpx.Response(200, text=fixture_text("verda", "instance_types.json"))
+    )
+    respx.get(f"{BASE}/instance-availability?is_spot=false").mock(
+        return_value=httpx.Response(200, text=fixture_text("verda", "availability_ondemand.json"))
+    )
+    respx.get(f"{BASE}/instance-availability?is_spot=true").mock(
+        return_value=httpx.Response(503, text="maintenance")
+    )
+    s = scraper()
+    async with make_client(timeout=5) as client:
+        pages = await s.fetch(client)
+    assert len(pages) == 2 and s.degraded
+    assert "spot availability unavailable" in s.degraded[0]
+    assert s.parse(pages).records

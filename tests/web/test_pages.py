@@ -21,14 +21,14 @@ def test_index_lists_offers_with_facets_and_caption(client: TestClient, sample_l
     response = client.get("/?provider=lambdalabs&min_vram=80", headers=HTML)
     assert response.status_code == 200
     html = response.text
-    assert "Showing offers where provider is lambdalabs; VRAM per GPU ≥ 80 GiB." in html
+    assert "Showing offers where provider is Lambda; VRAM per GPU ≥ 80 GiB." in html
     assert '<form method="get" action="/" id="filters"' in html
     # Facet values carry toggle links that keep the other filters and drop the page offset.
     assert re.search(r'href="/\?provider=lambdalabs&amp;min_vram=80&amp;gpu=[a-z0-9-]+"', html)
     # The selected provider's checkbox is ticked; its count link removes it.
     assert 'name="provider" value="lambdalabs" checked' in html
     assert 'href="/?min_vram=80"' in html
-    assert "This table shows recorded sample data from" in html
+    assert "This table shows recorded sample data, recorded between" in html
 
 
 def test_blank_form_fields_redirect_to_canonical_url(client: TestClient) -> None:
@@ -149,7 +149,7 @@ def test_providers_page_and_twins(client: TestClient, sample_loaded: int) -> Non
     api = client.get("/api/providers").json()["providers"]
     assert api and all(p["display_name"] in html for p in api)
     csv_text = client.get("/providers.csv").text
-    assert csv_text.splitlines()[0].startswith("provider,display_name")
+    assert csv_text.splitlines()[0].startswith("provider,source,display_name,state")
     assert len(csv_text.splitlines()) == len(api) + 1
 
 

@@ -16,10 +16,31 @@ from tests.web.helpers import QLORA_8B
 
 
 def ranked(client: TestClient, **params: Any) -> dict[str, Any]:
+    """One page when `limit` is given, else every page (the sample has more than 1,000 offers)."""
     response = client.get("/api/offers", params={"limit": 1000, **params})
     assert response.status_code == 200, response.text
     body: dict[str, Any] = response.json()
+    while "limit" not in params and len(body["offers"]) < body["total"]:
+        more = client.get(
+            "/api/offers", params={"limit": 1000, "offset": len(body["offers"]), **params}
+        )
+        assert more.status_code == 200 and more.json()["offers"], more.text
+        body["offers"] += more.json()["offers"]
     return body
+
+
+def search_all(session: Session, workload: Workload, **filters: Any) -> list[Any]:
+    """Every page of search_offers, 1,000 offers at a time."""
+    offers: list[Any] = []
+    while True:
+        page = search_offers(
+            session,
+            filters=OfferFilters(limit=1000, offset=len(offers), **filters),
+            workload=workload,
+        )
+        offers += page.offers
+        if len(offers) >= page.total or not page.offers:
+            return offers
 
 
 def test_fitting_offers_come_first_cheapest_job_first(
@@ -70,10 +91,8 @@ def test_prefilter_keeps_every_fitting_offer(session: Session, sample_loaded: in
             for row in all_rows(session, filters=OfferFilters())
             if assess_offer(workload, estimate, offer_facts(row)).fits
         }
-        page = search_offers(
-            session, filters=OfferFilters(limit=1000, fits_only=True), workload=workload
-        )
-        assert {item.row.id for item in page.offers} == expected, workload
+        found = search_all(session, workload, fits_only=True)
+        assert {item.row.id for item in found} == expected, workload
 
 
 def test_non_fitting_tail_paginates(client: TestClient, sample_loaded: int) -> None:
@@ -117,15 +136,15 @@ def test_ranked_order_equals_full_assessment_order(session: Session, sample_load
     workload = Workload(model="llama-3.1-8b", method="qlora")
     estimate = estimate_memory(workload)
     for market, use_spot in (("any", False), ("spot", True)):
-        filters = OfferFilters(limit=1000, fits_only=True, market=market)
+        filters = OfferFilters(fits_only=True, market=market)
         expected = sorted(
             (rank_key(fit), row.id)
             for row in all_rows(session, filters=filters)
             if (fit := assess_offer(workload, estimate, offer_facts(row), use_spot=use_spot)).fits
         )
-        page = search_offers(session, filters=filters, workload=workload)
-        assert [item.row.id for item in page.offers] == [i for _, i in expected], market
-        for item, (key, _) in zip(page.offers, expected, strict=True):
+        found = search_all(session, workload, fits_only=True, market=market)
+        assert [item.row.id for item in found] == [i for _, i in expected], market
+        for item, (key, _) in zip(found, expected, strict=True):
             assert item.fit is not None and rank_key(item.fit) == key
 
 
@@ -171,11 +190,12 @@ def test_sql_ranking_equals_in_memory_ranking(
 def test_ranked_pages_tile_the_whole_list(session: Session, sample_loaded: int) -> None:
     # Pages that straddle fitting / near-miss / rest boundaries neither skip nor repeat offers.
     for workload in WORKLOADS:
-        total, fitting, whole = page_ids(session, workload, limit=1000)
+        total, fitting, _ = page_ids(session, workload, limit=1000)
+        whole = [item.row.id for item in search_all(session, workload)]
         assert total == sample_loaded == len(whole) == len(set(whole))
         paged: list[int] = []
-        for offset in range(0, total, 29):
-            paged += page_ids(session, workload, limit=29, offset=offset)[2]
+        for offset in range(0, total, 53):
+            paged += page_ids(session, workload, limit=53, offset=offset)[2]
         assert paged == whole, workload
         assert 0 < fitting < total
 

@@ -1,0 +1,102 @@
+"""Group repeats: one listing sold in many regions becomes one row with its regions.
+
+A listing is what a user would rent: the same provider, instance type, market (spot or not),
+GPU model and count. Grouping is a step over a page of offers (the page, its order, total and
+pagination are unchanged): the rows of one listing on the page collapse into its first row,
+which carries every region where the listing matches the filters, cheapest first. A listing
+whose offers fall on two pages shows on both, each time with all its regions.
+
+Not applied when the user filters by region or continent: then the region is the point.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy.orm import Session
+
+from app.queries.filters import where_clauses
+from app.queries.params import OfferFilters
+from app.queries.rows import OfferRow, RankedOffer, fetch_rows, row_select
+from app.store.models import Offer
+
+GROUP_LISTING = "listing"
+MAX_REGIONS = 200  # per listing; no provider sells one instance type in more
+
+ListingKey = tuple[str, str, bool, str, float]
+
+
+def listing_key(row: OfferRow) -> ListingKey:
+    return (row.provider, row.instance_type, row.spot, row.gpu_model, row.gpu_count)
+
+
+def grouping_applies(filters: OfferFilters) -> bool:
+    """Group unless the user picked regions or continents (then every region is its own row)."""
+    return not filters.region and not filters.continent
+
+
+def _price(row: OfferRow) -> float:
+    price = row.price_per_hour if row.price_per_hour is not None else row.spot_price_per_hour
+    return float("inf") if price is None else price
+
+
+@dataclass(frozen=True)
+class Listing:
+    """One row of a grouped page: its first offer on the page and all its matching offers."""
+
+    item: RankedOffer  # the page's first offer of this listing: its position and its fit
+    offers: tuple[OfferRow, ...]  # every offer of the listing matching the filters, cheapest first
+
+    @property
+    def regions(self) -> list[str]:
+        return [row.region for row in self.offers]
+
+
+def group_offers(
+    session: Session, items: Sequence[RankedOffer], filters: OfferFilters
+) -> list[Listing]:
+    """The page's offers grouped by listing, in page order (one extra indexed query)."""
+    order: list[ListingKey] = []
+    first: dict[ListingKey, RankedOffer] = {}
+    for item in items:
+        key = listing_key(item.row)
+        if key not in first:
+            first[key] = item
+            order.append(key)
+    if not order:
+        return []
+    providers = sorted({key[0] for key in order})
+    types = sorted({key[1] for key in order})
+    stmt = row_select().where(
+        *where_clauses(filters),
+        Offer.provider_id.in_(providers),
+        Offer.instance_type.in_(types),
+    )
+    siblings: dict[ListingKey, list[OfferRow]] = {key: [] for key in order}
+    for row in fetch_rows(session, stmt):
+        group = siblings.get(listing_key(row))
+        if group is not None:
+            group.append(row)
+    out = []
+    for key in order:
+        item = first[key]
+        rows = siblings[key] or [item.row]  # the row itself always matches its own filters
+        rows.sort(key=lambda r: (_price(r), r.region, r.id))
+        out.append(Listing(item=item, offers=tuple(rows[:MAX_REGIONS])))
+    return out
+
+
+def region_dict(row: OfferRow) -> dict[str, object]:
+    """One region of a listing in JSON: where, how much, whether it can be had, its page."""
+    return {
+        "id": row.id,
+        "region": row.region,
+        "continent": row.continent,
+        "price_per_hour": row.price_per_hour,
+        "spot_price_per_hour": row.spot_price_per_hour,
+        "availability": row.availability,
+        "availability_count": row.availability_count,
+        "last_seen": row.last_seen.isoformat(),
+        "url": f"/offers/{row.id}",
+    }
