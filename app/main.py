@@ -46,12 +46,12 @@ def create_app(settings: Settings | None = None, *, scheduler: bool | None = Non
         if run_scheduler:
             from app.pipeline.scheduler import start_scheduler
 
-            sched = start_scheduler(settings, engine, app.state.session_factory)
+            sched = start_scheduler(settings)  # its own engine: scrapes never use the web's pool
         try:
             yield
         finally:
             if sched is not None:
-                sched.shutdown(wait=False)
+                await sched.stop()
             engine.dispose()
 
     app = FastAPI(

@@ -10,17 +10,17 @@ import re
 from typing import ClassVar
 
 import httpx
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ConfigDict, ValidationError
 
 from app.gpus.normalize import normalize_gpu_name
 from app.records import Availability, OfferRecord
 from scrapers.base import FeedFormatError, MissingApiKey, ParseResult, RawPage
-from scrapers.http import HttpScraper, build_record, dedupe, get_text, load_json
+from scrapers.http import FeedModel, HttpScraper, build_record, dedupe, get_text, load_json
 
 SOLD_OUT_REGION = "any"
 
 
-class _Specs(BaseModel):
+class _Specs(FeedModel):
     model_config = ConfigDict(extra="ignore")
 
     vcpus: float | None = None
@@ -29,7 +29,7 @@ class _Specs(BaseModel):
     gpus: int
 
 
-class _Type(BaseModel):
+class _Type(FeedModel):
     model_config = ConfigDict(extra="ignore")
 
     name: str
@@ -39,13 +39,13 @@ class _Type(BaseModel):
     specs: _Specs
 
 
-class _Region(BaseModel):
+class _Region(FeedModel):
     model_config = ConfigDict(extra="ignore")
 
     name: str
 
 
-class _Entry(BaseModel):
+class _Entry(FeedModel):
     model_config = ConfigDict(extra="ignore")
 
     instance_type: _Type

@@ -12,23 +12,23 @@ from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError
 
 from app.gpus.normalize import normalize_gpu_name
 from app.records import OfferRecord
 from scrapers.base import FeedFormatError, ParseResult, RawPage
-from scrapers.http import HttpScraper, build_record, dedupe, get_text, load_json
+from scrapers.http import FeedModel, HttpScraper, build_record, dedupe, get_text, load_json
 
 REGION = "global"
 PREEMPTIBLE_DISCOUNT = 0.5
 MAX_PAGES = 50
 
 
-class _Value(BaseModel):
+class _Value(FeedModel):
     value: str = ""
 
 
-class _ShapeProduct(BaseModel):
+class _ShapeProduct(FeedModel):
     model_config = ConfigDict(extra="ignore", populate_by_name=True)
 
     type: _Value = _Value()
@@ -36,7 +36,7 @@ class _ShapeProduct(BaseModel):
     qty: float = 0
 
 
-class _Shape(BaseModel):
+class _Shape(FeedModel):
     model_config = ConfigDict(extra="ignore", populate_by_name=True)
 
     name: str
