@@ -59,6 +59,11 @@ class FeedServer(ThreadingHTTPServer):
         return self.url + path
 
 
+_BOILERPLATE = frozenset(
+    {"host", "accept", "accept-encoding", "connection", "user-agent", "content-length"}
+)
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: FeedServer
 
@@ -74,11 +79,13 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(route.delay)
         body = route.body
         if route.echo:
+            # What a careless upstream puts in an error: the request line, the headers that are
+            # not boilerplate, and the body.
+            headers = {k: v for k, v in self.headers.items() if k.lower() not in _BOILERPLATE}
             body = json.dumps(
                 {
-                    "error": "bad request",
-                    "request": f"{self.command} {self.path}",
-                    "headers": dict(self.headers.items()),
+                    "rejected": f"{self.command} {self.path}",
+                    "headers": headers,
                     "body": request_body.decode("utf-8", "replace"),
                 }
             ).encode()

@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from app.core.redaction import redact
 from app.core.settings import Settings
 from app.store import data_cache
 from app.store.models import Offer, ScrapeRun, utcnow
@@ -92,7 +93,8 @@ def provider_statuses(
                 last_success=last_ok.get(name),
                 last_run_at=None if run is None else run.started_at,
                 last_status=None if run is None else run.status,
-                last_error=None if run is None else run.error,
+                # Redacted again on the way out: rows stored by an older version may hold a key.
+                last_error=None if run is None or run.error is None else redact(run.error),
                 offer_count=counts.get(name, 0),
                 stale=is_stale(
                     last_ok.get(name), None if run is None else run.status, interval, now
