@@ -47,6 +47,7 @@ def create_app(settings: Settings | None = None, *, scheduler: bool | None = Non
             from app.pipeline.scheduler import start_scheduler
 
             sched = start_scheduler(settings)  # its own engine: scrapes never use the web's pool
+        app.state.scrape_scheduler = sched
         try:
             yield
         finally:

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 import httpx
 from sqlalchemy import Connection, Engine, func, select, text, update
@@ -240,8 +241,14 @@ class ScrapeRunner:
             self._active.add(task)
         lock = ProviderLock(self.engine, source)
         try:
+            acquiring = asyncio.ensure_future(asyncio.to_thread(lock.acquire))
             try:
-                got = await asyncio.to_thread(lock.acquire)
+                got = await asyncio.shield(acquiring)
+            except asyncio.CancelledError:
+                # The thread goes on and may take the lock: wait for it, then let go.
+                await _settled(acquiring)
+                await asyncio.to_thread(lock.release)
+                raise
             except Exception as exc:  # noqa: BLE001 - no database: nothing can be recorded
                 log.exception("scrape could not start", extra={"source": source})
                 return RunResult(source=source, status="failed", error=describe_error(exc))
@@ -286,7 +293,16 @@ class ScrapeRunner:
         source = scraper_cls.name
         started = time.monotonic()
         await asyncio.to_thread(self._close_abandoned, source)
-        run_id = await asyncio.to_thread(self._start_run, source)
+        starting = asyncio.ensure_future(asyncio.to_thread(self._start_run, source))
+        try:
+            run_id = await asyncio.shield(starting)
+        except asyncio.CancelledError:
+            # Stopped while the run row was being written: close it as soon as it exists.
+            if await _settled(starting):
+                await asyncio.to_thread(
+                    self._finish, starting.result(), source, "failed", INTERRUPTED, started
+                )
+            raise
         beat = asyncio.create_task(self._heartbeat(run_id, source))
         try:
             return await self._fetch_and_ingest(scraper_cls, run_id, started)
@@ -491,6 +507,12 @@ class ScrapeRunner:
         except Exception:  # noqa: BLE001 - the database itself may be down; the log keeps it
             log.exception("could not record the failed run", extra={"source": source})
         return RunResult(source=source, status=status, error=error, run_id=run_id)
+
+
+async def _settled(future: asyncio.Future[Any]) -> bool:
+    """Wait for a thread's future to finish; whether it finished with a result."""
+    await asyncio.wait([future])
+    return not future.cancelled() and future.exception() is None
 
 
 class _Rejected(Exception):
