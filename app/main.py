@@ -7,13 +7,17 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from fastapi import APIRouter, FastAPI
+from fastapi import APIRouter, Depends, FastAPI
 from fastapi.staticfiles import StaticFiles
 
 from app.api import estimate, health, metrics, offers, providers
 from app.core.errors import install_error_handlers
 from app.core.metrics import LatencyMiddleware
-from app.core.security import BodySizeLimitMiddleware, SecurityHeadersMiddleware
+from app.core.security import (
+    BodySizeLimitMiddleware,
+    SecurityHeadersMiddleware,
+    reject_control_characters,
+)
 from app.core.settings import Settings, get_settings
 from app.store.db import make_engine, make_session_factory
 from app.web import pages
@@ -60,6 +64,7 @@ def create_app(settings: Settings | None = None, *, scheduler: bool | None = Non
         summary="Cloud GPU offers ranked by fit to a training or fine-tuning job",
         version="0.1.0",
         lifespan=lifespan,
+        dependencies=[Depends(reject_control_characters)],
     )
     app.state.settings = settings
     app.state.engine = engine

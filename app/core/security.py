@@ -1,7 +1,13 @@
-"""Security headers and request size limits, as pure ASGI middleware."""
+"""Security headers and request size limits (pure ASGI middleware), and the check that keeps
+control characters out of every path, query and form value."""
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
+from fastapi import Request
+from fastapi.exceptions import RequestValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 MAX_BODY_BYTES = 64 * 1024  # forms here are tiny; anything bigger is abuse
@@ -90,3 +96,50 @@ async def _too_large(send: Send, limit: int) -> None:
         }
     )
     await send({"type": "http.response.body", "body": body})
+
+
+# --- text input ------------------------------------------------------------------------------
+
+# C0 controls and DEL (NUL breaks Postgres text and XML; the rest have no business in a URL or a
+# form), plus the Unicode non-characters U+FFFE/U+FFFF, invalid in XML. Form text may hold
+# tabs and line breaks.
+_URL_CONTROL = re.compile("[\x00-\x1f\x7f\ufffe\uffff]")
+_FORM_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffe\uffff]")
+_FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+
+
+def _shown_name(name: str) -> str:
+    return _URL_CONTROL.sub("?", name)[:100] or "?"
+
+
+def _error(where: str, name: str) -> dict[str, Any]:
+    return {
+        "type": "control_character",
+        "loc": (where, _shown_name(name)),
+        "msg": "must not contain control characters (such as NUL)",
+        "input": None,
+    }
+
+
+async def reject_control_characters(request: Request) -> None:
+    """FastAPI dependency for every route: a 422 naming each path, query or form field that
+    holds a control character, before any of it reaches the database or a page."""
+    errors = [
+        _error("path", name)
+        for name, value in request.path_params.items()
+        if isinstance(value, str) and _URL_CONTROL.search(value)
+    ]
+    errors += [
+        _error("query", name)
+        for name, value in request.query_params.multi_items()
+        if _URL_CONTROL.search(name) or _URL_CONTROL.search(value)
+    ]
+    if request.method == "POST" and request.headers.get("content-type", "").startswith(_FORM_TYPES):
+        form = await request.form()
+        errors += [
+            _error("body", name)
+            for name, value in form.multi_items()
+            if _URL_CONTROL.search(name) or (isinstance(value, str) and _FORM_CONTROL.search(value))
+        ]
+    if errors:
+        raise RequestValidationError(errors)

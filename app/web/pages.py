@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from collections.abc import Iterable, Sequence
 from typing import Annotated, Any
 from urllib.parse import urlsplit
@@ -61,10 +62,14 @@ COOKIE_MAX_AGE = 400 * 24 * 3600  # browsers cap cookie lifetimes at 400 days
 # Browser identity and CSRF
 
 
+_TOKEN = re.compile(r"[A-Za-z0-9_-]{20,64}")
+MAX_ID = 2**31 - 1  # ids are 32-bit integers in the database
+
+
 def _owner(request: Request) -> str | None:
     token = request.cookies.get(OWNER_COOKIE)
     # Tokens we issue are 43 URL-safe characters; anything else is not one of ours.
-    return token if token and 20 <= len(token) <= 64 else None
+    return token if token and _TOKEN.fullmatch(token) else None
 
 
 def _render(
@@ -97,7 +102,7 @@ def _set_owner_cookie(request: Request, response: Response, owner: str) -> None:
         max_age=COOKIE_MAX_AGE,
         httponly=True,
         samesite="lax",
-        secure=request.url.scheme == "https",
+        secure=request.url.scheme == "https" or request.app.state.settings.https,
         path="/",
     )
 
@@ -151,7 +156,8 @@ def index(
 
 
 def _offer_or_404(session: SessionDep, offer_id: int) -> Any:
-    row = get_offer(session, offer_id=offer_id)
+    # An id the database cannot even hold (>= 2^31) is simply not there.
+    row = get_offer(session, offer_id=offer_id) if 1 <= offer_id <= MAX_ID else None
     if row is None:
         raise HTTPException(404, f"No offer with id {offer_id}")
     return row
