@@ -13,12 +13,14 @@ from fastapi.staticfiles import StaticFiles
 from app.api import estimate, health, metrics, offers, providers
 from app.core.errors import install_error_handlers
 from app.core.metrics import LatencyMiddleware
+from app.core.ratelimit import PostRateLimitMiddleware
 from app.core.security import (
     BodySizeLimitMiddleware,
     SecurityHeadersMiddleware,
     reject_control_characters,
 )
 from app.core.settings import Settings, get_settings
+from app.saved import OWNER_COOKIE
 from app.store.db import make_engine, make_session_factory
 from app.web import pages
 
@@ -72,6 +74,12 @@ def create_app(settings: Settings | None = None, *, scheduler: bool | None = Non
     install_error_handlers(app)
     app.add_middleware(LatencyMiddleware)
     app.add_middleware(BodySizeLimitMiddleware)
+    app.add_middleware(
+        PostRateLimitMiddleware,
+        per_owner=settings.post_rate_limit_per_owner,
+        per_address=settings.post_rate_limit_per_address,
+        cookie=OWNER_COOKIE,
+    )
     app.add_middleware(SecurityHeadersMiddleware)
     for router in ROUTERS:
         app.include_router(router)

@@ -31,6 +31,7 @@ from app.queries import (
 from app.saved import (
     OWNER_COOKIE,
     SavedSearchError,
+    SavedSearchLimitReached,
     create_saved_search,
     csrf_ok,
     csrf_token,
@@ -441,13 +442,23 @@ def _field(form: dict[str, str], name: str, *, required: bool = True, max_length
 
 
 @router.post("/saved")
-def save_search(request: Request, session: SessionDep, form: FormDep) -> Response:
-    """Store the current view under a name for this browser."""
+def save_search(
+    request: Request, session: SessionDep, settings: SettingsDep, form: FormDep
+) -> Response:
+    """Store the current view under a name for this browser (up to the per-browser cap)."""
     owner = _check_post(request, form.get("csrf"))
     name = _field(form, "name", max_length=400)
     query = _field(form, "query", required=False, max_length=8000)
     try:
-        create_saved_search(session, owner_token=owner, name=name, query=query)
+        create_saved_search(
+            session,
+            owner_token=owner,
+            name=name,
+            query=query,
+            max_per_owner=settings.max_saved_searches_per_owner,
+        )
+    except SavedSearchLimitReached as exc:
+        raise HTTPException(429, str(exc)) from exc
     except SavedSearchError as exc:
         raise _form_error(exc) from exc
     session.commit()
