@@ -16,6 +16,7 @@ from app.core.metrics import LatencyMiddleware
 from app.core.ratelimit import PostRateLimitMiddleware
 from app.core.security import (
     BodySizeLimitMiddleware,
+    HeadMiddleware,
     SecurityHeadersMiddleware,
     reject_control_characters,
 )
@@ -80,7 +81,8 @@ def create_app(settings: Settings | None = None, *, scheduler: bool | None = Non
         per_address=settings.post_rate_limit_per_address,
         cookie=OWNER_COOKIE,
     )
-    app.add_middleware(SecurityHeadersMiddleware)
+    app.add_middleware(SecurityHeadersMiddleware, hsts=settings.https)
+    app.add_middleware(HeadMiddleware)
     for router in ROUTERS:
         app.include_router(router)
     if STATIC_DIR.is_dir():

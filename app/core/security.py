@@ -26,28 +26,77 @@ SECURITY_HEADERS = [
 CSP_EXEMPT_PREFIXES = ("/docs", "/redoc")
 
 
-class SecurityHeadersMiddleware:
-    """Add CSP (no inline script), nosniff, frame-ancestors/X-Frame-Options and referrer policy."""
+HSTS = (b"strict-transport-security", b"max-age=31536000; includeSubDomains")
+# Responses that depend on the browser's owner cookie: never stored by any cache.
+PER_OWNER_PATHS = ("/saved", "/saved.csv", "/api/saved")
+NO_STORE = b"no-store"
+# Every other page embeds the browser's form token: private (no shared cache), revalidated.
+HTML_CACHE = b"private, no-cache"
 
-    def __init__(self, app: ASGIApp) -> None:
+
+def cache_control(path: str, headers: list[tuple[bytes, bytes]]) -> bytes | None:
+    """The Cache-Control a response needs, or None to leave it as it is."""
+    names = {name.lower() for name, _ in headers}
+    if b"cache-control" in names:
+        return None
+    per_owner = path in PER_OWNER_PATHS or (
+        path.startswith("/saved/") and not path.endswith(".atom")
+    )
+    if per_owner or b"set-cookie" in names:
+        return NO_STORE
+    content_type = next((v for n, v in headers if n.lower() == b"content-type"), b"")
+    return HTML_CACHE if content_type.startswith(b"text/html") else None
+
+
+class SecurityHeadersMiddleware:
+    """Add CSP (no inline script), nosniff, frame-ancestors/X-Frame-Options, referrer policy,
+    Cache-Control for per-browser responses and, with `hsts`, Strict-Transport-Security."""
+
+    def __init__(self, app: ASGIApp, hsts: bool = False) -> None:
         self.app = app
+        self.hsts = hsts
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        exempt = str(scope.get("path", "")).startswith(CSP_EXEMPT_PREFIXES)
+        path = str(scope.get("path", ""))
+        exempt = path.startswith(CSP_EXEMPT_PREFIXES)
         extra = [h for h in SECURITY_HEADERS if not (exempt and h[0] == b"content-security-policy")]
+        if self.hsts:
+            extra.append(HSTS)
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
-                present = {name.lower() for name, _ in message.get("headers", [])}
                 headers = list(message.get("headers", []))
+                present = {name.lower() for name, _ in headers}
                 headers += [h for h in extra if h[0] not in present]
+                cache = cache_control(path, headers)
+                if cache is not None:
+                    headers.append((b"cache-control", cache))
                 message = {**message, "headers": headers}
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
+
+
+class HeadMiddleware:
+    """HEAD on every GET route: the GET's status and headers, without the body."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "HEAD":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_without_body(message: Message) -> None:
+            if message["type"] == "http.response.body":
+                message = {**message, "body": b""}
+            await send(message)
+
+        await self.app({**scope, "method": "GET"}, receive, send_without_body)
 
 
 class BodySizeLimitMiddleware:
