@@ -11,6 +11,7 @@ from fastapi import APIRouter, Depends, FastAPI
 from fastapi.staticfiles import StaticFiles
 
 from app.api import estimate, health, metrics, offers, providers
+from app.api.openapi import install_openapi
 from app.core.errors import install_error_handlers
 from app.core.metrics import LatencyMiddleware
 from app.core.ratelimit import PostRateLimitMiddleware
@@ -85,6 +86,7 @@ def create_app(settings: Settings | None = None, *, scheduler: bool | None = Non
     app.add_middleware(HeadMiddleware)
     for router in ROUTERS:
         app.include_router(router)
+    install_openapi(app, ROUTERS)
     if STATIC_DIR.is_dir():
         app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     return app

@@ -60,7 +60,12 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> Response:
         errors = [
-            {"loc": list(e.get("loc", ())), "field": _field_name(e), "msg": e.get("msg", "")}
+            {
+                "loc": list(e.get("loc", ())),
+                "field": _field_name(e),
+                "msg": e.get("msg", ""),
+                "type": str(e.get("type", "value_error")),
+            }
             for e in exc.errors()
         ]
         if wants_html(request):

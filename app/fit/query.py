@@ -48,6 +48,18 @@ def workload_from_query(**params: Any) -> Workload:
         raise RequestValidationError(_query_errors(exc)) from exc
 
 
+def check_workload_fields(**params: Any) -> None:
+    """Raise RequestValidationError for any given value out of its field's bounds (the rules
+    that tie fields together, such as model-or-params_b, are not checked here)."""
+    values = {k: v for k, v in params.items() if v is not None}
+    try:
+        Workload(params_b=1.0, **values)
+    except ValidationError as exc:
+        field_errors = [e for e in _query_errors(exc) if e["loc"][1] in values]
+        if field_errors:
+            raise RequestValidationError(field_errors) from exc
+
+
 def workload_query(
     model: Annotated[str | None, Query(description="preset model id, e.g. llama-3.1-8b")] = None,
     params_b: Annotated[float | None, Query(description="model size in billions")] = None,
@@ -64,6 +76,19 @@ def workload_query(
 ) -> Workload | None:
     """Optional workload: None when neither model nor params_b is present."""
     if (model is None or not model.strip()) and params_b is None:
+        # No job to size, but a value out of range is still a 422 naming it, as with a job.
+        check_workload_fields(
+            method=method,
+            precision=precision,
+            optimizer=optimizer,
+            batch_size=batch_size,
+            seq_len=seq_len,
+            grad_checkpointing=grad_checkpointing,
+            lora_rank=lora_rank,
+            sharding=sharding,
+            gpus=gpus,
+            tokens=tokens,
+        )
         return None
     return workload_from_query(
         model=model,
@@ -87,7 +112,7 @@ def required_workload(workload: Annotated[Workload | None, Depends(workload_quer
         raise RequestValidationError(
             [
                 {
-                    "type": "missing",
+                    "type": "model_required",
                     "loc": ("query", "model"),
                     "input": None,
                     "msg": "give a preset model id (model) or a size in billions (params_b)",
