@@ -18,8 +18,8 @@ from typing import Any
 from urllib.parse import quote, quote_plus
 
 REDACTED = "[REDACTED]"
-# Shorter values would redact ordinary words; no real API key is this short.
-MIN_SECRET_CHARS = 6
+# Shorter values would redact ordinary words ("secret"); no real API key is this short.
+MIN_SECRET_CHARS = 8
 # Runtime credentials (a fresh OAuth token every run) are kept for the last few runs only.
 MAX_RUNTIME_SECRETS = 64
 
@@ -141,7 +141,9 @@ def install_log_redaction() -> None:
     logging.setLogRecordFactory(factory)
 
 
-def configured_secrets_count() -> int:
-    """How many secret values are registered (for tests and diagnostics)."""
+def forget_secrets() -> None:
+    """Empty the registry (tests start each case from a clean one)."""
     with _lock:
-        return len(_configured) + len(_runtime)
+        _configured.clear()
+        _runtime.clear()
+        _rebuild()

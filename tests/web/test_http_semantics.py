@@ -84,12 +84,14 @@ def test_atom_feed_is_valid_xml_whatever_the_stored_text(
 ) -> None:
     hostile = "cheap\x00 H100\x1b[31m \x08\x0b\x0c\ufffe\uffff <&> ]]> \U0001f680"
     with session_factory.begin() as session:
+        if session.get_bind().dialect.name == "postgresql":
+            hostile = hostile.replace("\x00", "")  # Postgres cannot store NUL at all
         # Stored as an older version (or a direct database edit) could have stored it.
         search = create_saved_search(session, owner_token="o" * 43, name="x", query="")
         search.name = hostile
         session.add(
             SavedSearchEntry(saved_search_id=search.id, created_at=utcnow(), kind="price_drop",
-                             title=f"dropped {hostile}", summary=f"line\x00one\n{hostile}")
+                             title=f"dropped {hostile}", summary=f"line one\n{hostile}")
         )  # fmt: skip
         share = search.share_token
     response = client.get(f"/saved/{share}.atom")
