@@ -16,10 +16,13 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 
 import httpx
 from sqlalchemy import func, select
 
+from app.pipeline.scrape_runner import INTERRUPTED
 from app.store.db import make_engine
 from app.store.models import ScrapeRun, utcnow
 from bench.dbs import OUT, BenchDb, scrape_landing
@@ -65,6 +68,7 @@ class LoadResult:
     missing: list[str]  # paths left out: 404 (not in the tree)
     bumps: int = 0  # data-version bumps during the run (scrapes landing)
     scrapes_failed: int = 0  # scheduled scrape runs not ok (real scrapes only)
+    failure_kinds: dict[str, int] | None = None  # bench.loadgen only: what the failures were
 
 
 def load_paths(include_page: bool = True) -> list[str]:
@@ -78,7 +82,7 @@ def load_paths(include_page: bool = True) -> list[str]:
     return paths
 
 
-def _wrk(base: str, paths: list[str], duration: int, connections: int) -> dict[str, float]:
+def _wrk(base: str, paths: list[str], duration: int, connections: int) -> dict[str, Any]:
     script = OUT / "load.lua"
     script.write_text(_LUA % ", ".join(json.dumps(p) for p in paths))
     cmd = ["wrk", "-t2", f"-c{connections}", f"-d{duration}s", "--timeout", "30s",
@@ -99,11 +103,11 @@ def _wrk(base: str, paths: list[str], duration: int, connections: int) -> dict[s
     }
 
 
-def _loadgen(base: str, paths: list[str], duration: int, connections: int) -> dict[str, float]:
+def _loadgen(base: str, paths: list[str], duration: int, connections: int) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "bench.loadgen", "--base", base, "--duration", str(duration),
            "--concurrency", str(connections), *paths]  # fmt: skip
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + 120, check=True)
-    result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     return result
 
 
@@ -175,14 +179,20 @@ def run_load_bench(
     )
 
 
-def _scrape_runs(db: BenchDb, since: object) -> tuple[int, int]:
-    """(ok, not ok) scheduled runs of the bench feed started since `since`."""
+def _scrape_runs(db: BenchDb, since: datetime, until: datetime) -> tuple[int, int]:
+    """(ok, not ok) runs of the bench feed started between `since` and `until`; a run cut
+    short by the bench stopping the server after `until` is neither."""
     engine = make_engine(db.url)
     try:
         with engine.connect() as conn:
             rows = conn.execute(
                 select(ScrapeRun.status, func.count())
-                .where(ScrapeRun.source == "skypilot-cudo", ScrapeRun.started_at >= since)
+                .where(
+                    ScrapeRun.source == "skypilot-cudo",
+                    ScrapeRun.started_at >= since,
+                    ScrapeRun.started_at < until,
+                    ~((ScrapeRun.error == INTERRUPTED) & (ScrapeRun.finished_at >= until)),
+                )
                 .group_by(ScrapeRun.status)
             ).all()
     finally:
@@ -226,7 +236,8 @@ def run_scrape_load_bench(
             began = utcnow()
             run = _wrk if tool == "wrk" else _loadgen
             raw = run(base, paths, duration, connections)
-        landed, failed = _scrape_runs(db, began)
+            ended = utcnow()
+        landed, failed = _scrape_runs(db, began, ended)
     return LoadResult(
         mix=mix,
         tool=tool,
@@ -244,6 +255,7 @@ def run_scrape_load_bench(
         missing=missing,
         bumps=landed,
         scrapes_failed=failed,
+        failure_kinds=raw.get("failure_kinds"),
     )
 
 
@@ -259,13 +271,15 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--every", type=float, default=10.0)
     parser.add_argument("--offers", type=int, default=10_000, help="offers to load first")
+    parser.add_argument("--reuse", action="store_true", help="keep the database of a last run")
     args = parser.parse_args()
     reason = postgres_available()
     if reason:
         raise SystemExit(f"Postgres not reachable: {reason}")
     pg = next(d for d in bench_dbs(pg=True, tag="_scrapes") if d.is_pg)
-    reset_db(pg)
-    bulk_load([pg], args.offers)
+    if not args.reuse:
+        reset_db(pg)
+        bulk_load([pg], args.offers)
     result = run_scrape_load_bench(
         pg, mix="scrapes in the web workers", duration=args.duration,
         connections=args.connections, scrape_every_s=args.every,

@@ -118,6 +118,7 @@ def serve(
         port=port or settings.port,
         workers=workers,
         log_config=None,
+        timeout_keep_alive=int(settings.keep_alive_seconds),
     )
 
 

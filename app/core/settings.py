@@ -65,6 +65,10 @@ class Settings(BaseSettings):
     post_rate_limit_per_address: str = "120/minute"
     # Served over HTTPS (directly or behind a TLS proxy): HSTS on every response, Secure cookies.
     https: bool = False
+    # How long `gpufit serve` keeps an idle keep-alive connection. Longer than the idle timeout
+    # of the proxies and clients in front (often 60 s): a server closing first races the next
+    # request on that connection, which the client then sees as a reset.
+    keep_alive_seconds: float = Field(default=75, gt=0)
 
     @field_validator("database_url")
     @classmethod
