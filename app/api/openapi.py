@@ -7,7 +7,9 @@ form posts stay out. On top of what FastAPI derives from the signatures, the doc
 - the media types of the CSV and Atom twins;
 - that no text parameter may hold a control character (app.core.security);
 - the bounds and choices of the workload parameters, taken from app.fit's Workload model (the
-  dependency reads them as plain values, so FastAPI cannot see them).
+  dependency reads them as plain values, so FastAPI cannot see them);
+- that a blank value means "no filter" wherever the table's filters accept one (an empty form
+  field), found by asking the OfferFilters model itself.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from fastapi.routing import APIRoute
 
 from app.fit.presets import preset_ids
 from app.fit.workload import Workload
+from app.queries import OfferFilters
+from app.queries.params import LIST_KEYS
 
 # Any text without C0 controls, DEL or U+FFFE/U+FFFF (the 422 of reject_control_characters).
 TEXT_PATTERN = "^[^\\u0000-\\u001f\\u007f\\ufffe\\uffff]*$"
@@ -95,6 +99,32 @@ def _workload_constraints() -> dict[str, dict[str, Any]]:
     return out
 
 
+BLANK = {"type": "string", "enum": [""]}
+
+
+def _blank_means_unset() -> frozenset[str]:
+    """The filters for which an empty value is accepted and means "no filter"."""
+    accepted = set()
+    for name in OfferFilters.model_fields:
+        try:
+            OfferFilters.model_validate({name: [""] if name in LIST_KEYS else ""})
+        except ValueError:
+            continue
+        accepted.add(name)
+    return frozenset(accepted)
+
+
+def _allow_blank(schema: dict[str, Any]) -> None:
+    target = schema.get("items", schema) if schema.get("type") == "array" else schema
+    if target.get("type") == "string" and "enum" not in target:
+        return  # any string, the empty one included
+    branches = target.pop("anyOf", None) or [dict(target)]
+    for key in list(target):
+        if key not in ("title", "description", "default"):
+            del target[key]
+    target["anyOf"] = [*branches, BLANK]
+
+
 def _constrain(schema: dict[str, Any], extra: dict[str, Any]) -> None:
     """Add `extra` to a parameter schema, inside anyOf (nullable) branches of matching type."""
     branches = schema.get("anyOf", [schema])
@@ -123,15 +153,20 @@ WORKLOAD_RULES = (
 )
 
 
-def _patch_operation(path: str, operation: dict[str, Any], workload: dict[str, Any]) -> None:
+def _patch_operation(
+    path: str, operation: dict[str, Any], workload: dict[str, Any], blank_ok: frozenset[str]
+) -> None:
     names = {param["name"] for param in operation.get("parameters", [])}
     if {"model", "params_b"} <= names:
         operation["description"] = operation.get("description", "") + WORKLOAD_RULES
+    filters = {"gpu", "sort", "limit"} <= names  # the table's filters (OfferFilters)
     for param in operation.get("parameters", []):
         schema = param.setdefault("schema", {})
         if param["name"] in workload:
             _constrain(schema, workload[param["name"]])
         _text_only(schema)
+        if filters and param["name"] in blank_ok and param["name"] not in workload:
+            _allow_blank(schema)
     responses = operation.setdefault("responses", {})
     suffix = next((s for s in MEDIA_TYPES if path.endswith(s)), None)
     if suffix is not None:
@@ -168,9 +203,10 @@ def build_openapi(app: FastAPI, routers: Iterable[APIRouter]) -> dict[str, Any]:
         ErrorDetail=ERROR_DETAIL,
     )
     workload = _workload_constraints()
+    blank_ok = _blank_means_unset()
     for path, item in schema.get("paths", {}).items():
         for operation in item.values():
-            _patch_operation(path, operation, workload)
+            _patch_operation(path, operation, workload, blank_ok)
     return schema
 
 
