@@ -8,6 +8,7 @@ spot price in `spot_price_per_hour` when the feed gives both.
 from __future__ import annotations
 
 import math
+import re
 from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -15,6 +16,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 MAX_TEXT = 200  # scraped strings are untrusted: bound them before they reach the database
 MAX_PRICE_PER_HOUR = 10_000.0  # no real single instance costs more; larger values are feed errors
 MAX_URL = 500
+# Control characters (NUL breaks Postgres text, and XML), lone surrogates (not encodable as
+# UTF-8) and the Unicode non-characters U+FFFE/U+FFFF have no place in an offer's text.
+_UNSAFE_TEXT = re.compile("[\x00-\x1f\x7f\ud800-\udfff\ufffe\uffff]")
 
 
 class Interconnect(StrEnum):
@@ -53,6 +57,8 @@ def _bounded(value: str) -> str:
         raise ValueError("must not be empty")
     if len(value) > MAX_TEXT:
         raise ValueError(f"longer than {MAX_TEXT} characters")
+    if _UNSAFE_TEXT.search(value):
+        raise ValueError("contains a control character or invalid Unicode")
     return value
 
 
@@ -106,6 +112,14 @@ class OfferRecord(BaseModel):
             raise ValueError(f"must be an http(s) URL of at most {MAX_URL} characters")
         if any(c.isspace() or c in "\"'<>" for c in value):
             raise ValueError("must not contain spaces, quotes or angle brackets")
+        return value
+
+    @field_validator("price_per_hour", "spot_price_per_hour", mode="before")
+    @classmethod
+    def _price_is_a_number(cls, value: object) -> object:
+        # pydantic would read JSON true as 1.0: a boolean is never a price.
+        if isinstance(value, bool):
+            raise ValueError("a boolean is not a price")
         return value
 
     @field_validator("price_per_hour", "spot_price_per_hour")

@@ -21,7 +21,7 @@ from urllib.parse import parse_qsl, urlencode
 
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, select, text
 from sqlalchemy.orm import Session
 
 from app.fit import Workload
@@ -106,10 +106,48 @@ def _clean_name(name: str) -> str:
     return text
 
 
+class SavedSearchLimitReached(Exception):
+    """This browser already keeps the most saved searches one browser may keep."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            f"This browser already keeps {limit} saved searches, the most allowed; "
+            "delete one before saving another."
+        )
+        self.limit = limit
+
+
+def check_owner_capacity(session: Session, *, owner_token: str, limit: int) -> None:
+    """Raise SavedSearchLimitReached when the owner already has `limit` saved searches.
+
+    On Postgres a transaction-scoped lock per owner makes concurrent saves count one at a time.
+    """
+    if session.get_bind().dialect.name == "postgresql":
+        key = int.from_bytes(hashlib.sha256(b"gpufit-owner:" + owner_token.encode()).digest()[:8],
+                             "big", signed=True)  # fmt: skip
+        session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": key})
+    count = session.scalar(
+        select(func.count()).select_from(SavedSearch).where(SavedSearch.owner_token == owner_token)
+    )
+    if (count or 0) >= limit:
+        raise SavedSearchLimitReached(limit)
+
+
 def create_saved_search(
-    session: Session, *, owner_token: str, name: str, query: str, now: datetime | None = None
+    session: Session,
+    *,
+    owner_token: str,
+    name: str,
+    query: str,
+    now: datetime | None = None,
+    max_per_owner: int | None = None,
 ) -> SavedSearch:
-    """Store a search for this browser and record its first feed entry; caller commits."""
+    """Store a search for this browser and record its first feed entry; caller commits.
+
+    With `max_per_owner`, raise SavedSearchLimitReached instead of storing one too many.
+    """
+    if max_per_owner is not None:
+        check_owner_capacity(session, owner_token=owner_token, limit=max_per_owner)
     if len(query) > MAX_QUERY:
         raise SavedSearchError("query", f"query longer than {MAX_QUERY} characters")
     canonical = canonical_query(query)
@@ -345,6 +383,7 @@ __all__ = [
     "OWNER_COOKIE",
     "BestMatch",
     "SavedSearchError",
+    "SavedSearchLimitReached",
     "create_saved_search",
     "csrf_ok",
     "csrf_token",

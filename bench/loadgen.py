@@ -11,6 +11,7 @@ import asyncio
 import itertools
 import json
 import time
+from typing import Any
 
 import httpx
 
@@ -23,9 +24,10 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[index]
 
 
-async def _run(base: str, paths: list[str], duration: float, concurrency: int) -> dict[str, float]:
+async def _run(base: str, paths: list[str], duration: float, concurrency: int) -> dict[str, Any]:
     latencies: list[float] = []
     failures = 0
+    kinds: dict[str, int] = {}  # what failed: "HTTP 503", "ReadTimeout", ...
     cycle = itertools.cycle(paths)
     deadline = time.perf_counter() + duration
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
@@ -37,13 +39,17 @@ async def _run(base: str, paths: list[str], duration: float, concurrency: int) -
             while time.perf_counter() < deadline:
                 path = next(cycle)
                 start = time.perf_counter()
+                kind = ""
                 try:
                     response = await client.get(path)
-                    ok = response.status_code < 400
-                except httpx.HTTPError:
-                    ok = False
+                    if response.status_code >= 400:
+                        kind = f"HTTP {response.status_code}"
+                except httpx.HTTPError as exc:
+                    kind = type(exc).__name__
                 latencies.append(time.perf_counter() - start)
-                failures += 0 if ok else 1
+                if kind:
+                    failures += 1
+                    kinds[kind] = kinds.get(kind, 0) + 1
 
         start = time.perf_counter()
         await asyncio.gather(*(user() for _ in range(concurrency)))
@@ -56,6 +62,7 @@ async def _run(base: str, paths: list[str], duration: float, concurrency: int) -
         "p50_ms": percentile(latencies, 50) * 1000,
         "p95_ms": percentile(latencies, 95) * 1000,
         "p99_ms": percentile(latencies, 99) * 1000,
+        "failure_kinds": kinds,
     }
 
 

@@ -179,21 +179,32 @@ def free_port() -> int:
 
 
 @contextmanager
-def serve(db: BenchDb, workers: int = 1, log_name: str = "server") -> Iterator[str]:
-    """`gpufit serve --no-scheduler` on a free loopback port; yields its base URL."""
+def serve(
+    db: BenchDb,
+    workers: int = 1,
+    log_name: str = "server",
+    *,
+    scheduler_env: dict[str, str] | None = None,
+) -> Iterator[str]:
+    """`gpufit serve --no-scheduler` on a free loopback port; yields its base URL.
+
+    With `scheduler_env` (GPUFIT_* settings for the scrapes), the scheduler runs in the workers.
+    """
     port = free_port()
     env = {
         **os.environ,
         "GPUFIT_DATABASE_URL": db.url,
         "GPUFIT_LOG_LEVEL": "WARNING",
-        "GPUFIT_SCHEDULER_ENABLED": "false",
+        "GPUFIT_SCHEDULER_ENABLED": "false" if scheduler_env is None else "true",
         # A stale editable install can map `app` as a namespace package (then
         # importlib.resources.files("app") fails); the source tree on sys.path wins over it.
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        **(scheduler_env or {}),
     }
     OUT.mkdir(parents=True, exist_ok=True)
     log = (OUT / f"{log_name}.log").open("w")
-    cmd = [str(GPUFIT), "serve", "--no-scheduler", "--workers", str(workers),
+    scheduler = ["--no-scheduler"] if scheduler_env is None else []
+    cmd = [str(GPUFIT), "serve", *scheduler, "--workers", str(workers),
            "--host", "127.0.0.1", "--port", str(port)]  # fmt: skip
     proc = subprocess.Popen(
         cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True

@@ -34,7 +34,7 @@ from bench.dbs import (
 )
 from bench.ingest_bench import IngestResult, run_ingest_bench
 from bench.load_bench import LoadResult as ConcurrencyResult
-from bench.load_bench import load_paths, run_load_bench
+from bench.load_bench import load_paths, run_load_bench, run_scrape_load_bench
 from bench.machine import machine_info
 from bench.query_bench import COLD_SAMPLES, QueryRow, run_query_bench
 
@@ -46,6 +46,10 @@ BUDGET_S = 14 * 60  # the whole full run must end within 15 minutes
 # Data-version bumps during the second concurrency mix: far more often than real scrapes
 # (minutes apart per provider), so the load sees many cold recomputations.
 SCRAPE_EVERY_S = 5.0
+# The scrape-isolation mix (issue 16): the web workers' own scheduler scrapes a moving local feed
+# this often while 64 connections load the same two workers for 60 s.
+SCRAPE_LOAD_EVERY_S = 10.0
+TARGET_SCRAPE_LOAD_P95_MS = 1500.0
 
 
 @dataclass(frozen=True)
@@ -58,10 +62,12 @@ class Config:
     load_connections: int
     big: int | None  # generate + bulk load only, when it fits the budget
     diagnose: bool
+    scrape_load_seconds: int = 60  # the mix with real scrapes landing in the web workers
+    scrape_load_connections: int = 64
 
 
 FULL = Config("full", (10_000, 100_000), 10_000, 30, 25, 8, 1_000_000, True)
-QUICK = Config("quick", (2_000,), 1_000, 5, 5, 4, None, False)
+QUICK = Config("quick", (2_000,), 1_000, 5, 5, 4, None, False, 10, 16)
 
 
 def _fmt_s(seconds: float) -> str:
@@ -201,7 +207,7 @@ def _load_test_section(report: Report, results: list[ConcurrencyResult], size: i
     )
     report.table(
         ["mix", "requests", "failed", "requests/s", "p50 ms", "p95 ms", "p99 ms",
-         "all paths 200 first", "data-version bumps"],
+         "all paths 200 first", "data-version bumps (scrapes landed)"],
         [[r.mix, f"{r.requests:,}", f"{r.failures}", f"{r.rps:.1f}", f"{r.p50_ms:.1f}",
           f"{r.p95_ms:.1f}", f"{r.p99_ms:.1f}", "yes" if r.checked_ok else "**no**",
           f"{r.bumps}"]
@@ -287,6 +293,25 @@ def main(argv: list[str] | None = None) -> int:
                 except Exception as exc:
                     errors.append(f"concurrency ({mix}): {exc!r}")
                     traceback.print_exc()
+            scrape_mix = (
+                f"{config.scrape_load_connections} connections, real scrapes every "
+                f"{SCRAPE_LOAD_EVERY_S:g} s from the workers' own scheduler"
+            )
+            step(f"concurrency: {scrape_mix}")
+            try:
+                concurrency.append(
+                    run_scrape_load_bench(
+                        pg,
+                        mix=scrape_mix,
+                        duration=config.scrape_load_seconds,
+                        connections=config.scrape_load_connections,
+                        scrape_every_s=SCRAPE_LOAD_EVERY_S,
+                        paths=load_paths(),
+                    )
+                )
+            except Exception as exc:
+                errors.append(f"concurrency ({scrape_mix}): {exc!r}")
+                traceback.print_exc()
             if config.diagnose:
                 step("diagnose slow endpoints")
                 diagnoses = _diagnose(pg, queries, size, errors)
@@ -451,6 +476,22 @@ def _report(
             "no failed request under concurrent load",
             f"{failures} of {requests:,} failed",
             _ok(failures == 0 and all(c.checked_ok for c in concurrency)),
+        ))  # fmt: skip
+    scrape_load = next((c for c in concurrency if "real scrapes" in c.mix), None)
+    if scrape_load is not None:
+        report.targets.append((
+            f"{scrape_load.connections} connections for {scrape_load.duration_s:.0f} s on 2 "
+            f"workers with a scrape landing every {SCRAPE_LOAD_EVERY_S:g} s: 0 failed, "
+            f"p95 < {TARGET_SCRAPE_LOAD_P95_MS / 1000:g} s",
+            f"{scrape_load.failures} of {scrape_load.requests:,} failed; p95 "
+            f"{scrape_load.p95_ms:.0f} ms; {scrape_load.bumps} scrapes landed, "
+            f"{scrape_load.scrapes_failed} failed",
+            _ok(
+                scrape_load.failures == 0
+                and scrape_load.scrapes_failed == 0
+                and scrape_load.bumps > 0
+                and scrape_load.p95_ms < TARGET_SCRAPE_LOAD_P95_MS
+            ),
         ))  # fmt: skip
     if not args.quick:
         report.targets.append(("full run < 15 min", f"{total / 60:.1f} min", _ok(total < 900)))

@@ -13,25 +13,25 @@ import re
 from typing import ClassVar
 
 import httpx
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ConfigDict, ValidationError
 
 from app.gpus.normalize import normalize_gpu_name
 from app.records import Availability, OfferRecord
 from scrapers.base import FeedFormatError, ParseResult, RawPage
-from scrapers.http import HttpScraper, build_record, dedupe, get_text, load_json
+from scrapers.http import FeedModel, HttpScraper, build_record, dedupe, get_text, load_json
 
 REGION = "any"
 LIMITED_BELOW = 4  # fewer free GPUs than this network-wide reads as limited stock
 
 
-class _Count(BaseModel):
+class _Count(FeedModel):
     model_config = ConfigDict(extra="ignore")
 
     total: int = 0
     available: int = 0
 
 
-class _Price(BaseModel):
+class _Price(FeedModel):
     model_config = ConfigDict(extra="ignore")
 
     currency: str = "USD"
@@ -42,7 +42,7 @@ class _Price(BaseModel):
     med: float | None = None
 
 
-class _Model(BaseModel):
+class _Model(FeedModel):
     model_config = ConfigDict(extra="ignore")
 
     vendor: str

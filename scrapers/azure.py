@@ -17,11 +17,11 @@ from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 import httpx
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ConfigDict, ValidationError
 
 from app.gpus.normalize import normalize_gpu_name
 from scrapers.base import FeedFormatError, ParseResult, RawPage
-from scrapers.http import HttpScraper, build_record, dedupe, get_text, load_json
+from scrapers.http import FeedModel, HttpScraper, build_record, dedupe, get_text, load_json
 
 GPU_FILTER = (
     "serviceName eq 'Virtual Machines' and priceType eq 'Consumption' "
@@ -64,7 +64,7 @@ SKUS: tuple[_Sku, ...] = (
 )
 
 
-class _Item(BaseModel):
+class _Item(FeedModel):
     model_config = ConfigDict(extra="ignore")
 
     armSkuName: str

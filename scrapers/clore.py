@@ -13,15 +13,23 @@ from collections import Counter
 from typing import Any, ClassVar
 
 import httpx
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ConfigDict, ValidationError
 
 from app.gpus.normalize import normalize_gpu_name
 from app.records import Availability, OfferRecord
 from scrapers.base import FeedFormatError, ParseResult, RawPage
-from scrapers.http import HttpScraper, build_record, dedupe, get_text, load_json, to_float
+from scrapers.http import (
+    FeedModel,
+    HttpScraper,
+    build_record,
+    dedupe,
+    get_text,
+    load_json,
+    to_float,
+)
 
 
-class _Server(BaseModel):
+class _Server(FeedModel):
     model_config = ConfigDict(extra="ignore")
 
     id: int

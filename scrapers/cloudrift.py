@@ -11,12 +11,12 @@ from __future__ import annotations
 from typing import ClassVar
 
 import httpx
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ConfigDict, ValidationError
 
 from app.gpus.normalize import normalize_gpu_name
 from app.records import Availability, OfferRecord
 from scrapers.base import FeedFormatError, ParseResult, RawPage
-from scrapers.http import HttpScraper, build_record, dedupe, load_json, post_json_text
+from scrapers.http import FeedModel, HttpScraper, build_record, dedupe, load_json, post_json_text
 
 API_VERSION = "2025-03-21"
 QUERY = {
@@ -26,7 +26,7 @@ QUERY = {
 GIB = 1024**3
 
 
-class _Variant(BaseModel):
+class _Variant(FeedModel):
     model_config = ConfigDict(extra="ignore")
 
     name: str
@@ -41,7 +41,7 @@ class _Variant(BaseModel):
     available_nodes_per_dc: dict[str, int] | None = None
 
 
-class _Type(BaseModel):
+class _Type(FeedModel):
     model_config = ConfigDict(extra="ignore")
 
     name: str = ""

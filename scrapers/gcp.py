@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import httpx
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ConfigDict, ValidationError
 
 from app.gpus.normalize import normalize_gpu_name
 from app.records import OfferRecord
 from scrapers.base import FeedFormatError, MissingApiKey, ParseResult, RawPage
-from scrapers.http import HttpScraper, build_record, dedupe, get_text, load_json
+from scrapers.http import FeedModel, HttpScraper, build_record, dedupe, get_text, load_json
 
 PAGE_SIZE = "5000"
 MAX_PAGES = 100
@@ -72,7 +72,7 @@ _DESCRIPTION = re.compile(
 )
 
 
-class _Money(BaseModel):
+class _Money(FeedModel):
     model_config = ConfigDict(extra="ignore")
 
     currencyCode: str = "USD"
@@ -80,27 +80,27 @@ class _Money(BaseModel):
     nanos: int = 0
 
 
-class _Tier(BaseModel):
+class _Tier(FeedModel):
     model_config = ConfigDict(extra="ignore")
 
     startUsageAmount: float = 0
     unitPrice: _Money
 
 
-class _Expression(BaseModel):
+class _Expression(FeedModel):
     model_config = ConfigDict(extra="ignore")
 
     usageUnit: str = ""
     tieredRates: list[_Tier] = []
 
 
-class _PricingInfo(BaseModel):
+class _PricingInfo(FeedModel):
     model_config = ConfigDict(extra="ignore")
 
     pricingExpression: _Expression
 
 
-class _Category(BaseModel):
+class _Category(FeedModel):
     model_config = ConfigDict(extra="ignore")
 
     resourceFamily: str = ""
@@ -108,7 +108,7 @@ class _Category(BaseModel):
     usageType: str = ""
 
 
-class _Sku(BaseModel):
+class _Sku(FeedModel):
     model_config = ConfigDict(extra="ignore")
 
     skuId: str = ""
@@ -150,10 +150,14 @@ class GcpScraper(HttpScraper):
         pages: list[RawPage] = []
         token = ""
         while len(pages) < MAX_PAGES:
-            params = {"key": self.config.api_key, "pageSize": PAGE_SIZE}
+            params = {"pageSize": PAGE_SIZE}
             if token:
                 params["pageToken"] = token
-            body = await get_text(client, self.base_url, params=params, max_bytes=self.max_bytes)
+            # Google APIs take the key in a header too, which keeps it out of every URL.
+            headers = {"X-Goog-Api-Key": self.config.api_key}
+            body = await get_text(
+                client, self.base_url, params=params, headers=headers, max_bytes=self.max_bytes
+            )
             # The stored URL names the page but never the key.
             pages.append(RawPage(url=f"{self.base_url}?pageToken={token}", body=body))
             data = load_json(body)

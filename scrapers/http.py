@@ -1,25 +1,30 @@
 """Shared HTTP and payload helpers for every scraper.
 
-Requests get a timeout, a clear User-Agent, retries with exponential backoff and jitter on 429,
-5xx and transport errors (honoring `Retry-After`, capped), and a response size cap enforced while
-streaming. Non-2xx answers raise `FetchError` with a readable message (secrets in the URL are
-redacted). The payload helpers turn one bad item into a warning instead of a crash.
+Requests get a timeout per read, a total deadline (a feed dripping bytes cannot hold a run), a
+clear User-Agent, retries with exponential backoff and jitter on 429, 5xx and transport errors
+(honoring `Retry-After`, capped), and a size cap on the decompressed body, enforced while
+streaming and inflating (a compression bomb stops at the cap, not at the memory limit). Non-2xx
+answers raise `FetchError` with a readable message in which every credential is redacted
+(app.core.redaction), including what an upstream error body echoes back. The payload helpers turn
+one bad item into a warning instead of a crash.
 """
 
 from __future__ import annotations
 
 import asyncio
+import codecs
 import email.utils
 import json
 import random
 import re
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any, ClassVar, TypeVar
+import zlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
+from typing import Any, ClassVar, TypeVar, get_args
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import httpx
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 from tenacity import (
     AsyncRetrying,
     RetryCallState,
@@ -28,6 +33,7 @@ from tenacity import (
     stop_after_attempt,
 )
 
+from app.core.redaction import redact, register_secrets
 from app.records import OfferRecord
 from scrapers.base import FeedFormatError, Scraper
 
@@ -36,24 +42,32 @@ T = TypeVar("T")
 USER_AGENT = "gpufit/0.1 (+https://github.com/gpufit)"
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 DEFAULT_ATTEMPTS = 4
+# Total time for one request, retries included (the client's timeout is per read/connect).
+DEFAULT_REQUEST_DEADLINE_SECONDS = 600.0
 # Tests shrink these (monkeypatch) so retries run instantly.
 RETRY_BASE_SECONDS = 1.0  # first backoff; doubles per attempt, full jitter
 RETRY_MAX_SECONDS = 30.0  # cap on a computed backoff
 RETRY_AFTER_CAP_SECONDS = 120.0  # a hostile or confused Retry-After must not stall a run
-_SECRET_PARAMS = re.compile(r"^(key|api_key|apikey|token|access_token|client_secret)$", re.I)
+_SECRET_PARAMS = re.compile(
+    r"^(key|api_key|apikey|token|access_token|refresh_token|client_secret|password)$", re.I
+)
+_CREDENTIAL_HEADERS = frozenset({"authorization", "x-api-key", "x-goog-api-key", "api-key"})
 _ERROR_SNIPPET = 200
+# Only codings we can inflate with a bound on the output are offered (and accepted).
+ACCEPT_ENCODING = "gzip, deflate"
+_INFLATE_PIECE = 64 * 1024
 
 
 class FetchError(RuntimeError):
-    """A request failed for good: non-2xx status, transport error or oversized body."""
+    """A request failed for good: non-2xx status, transport error, deadline or oversized body."""
 
     def __init__(self, message: str, *, status: int | None = None) -> None:
-        super().__init__(message)
+        super().__init__(redact(message))
         self.status = status
 
 
 class ResponseTooLarge(FetchError):
-    """The body exceeded the configured byte cap; the download was aborted."""
+    """The body (after decompression) exceeded the configured byte cap; the download was aborted."""
 
 
 class _Retryable(FetchError):
@@ -68,15 +82,15 @@ async def sleep(seconds: float) -> None:
 
 
 def redact_url(url: str) -> str:
-    """The URL with secret-looking query values replaced, for logs and error messages."""
+    """The URL with secret-looking query values (and any known secret) replaced."""
     parts = urlsplit(url)
-    if not parts.query:
-        return url
-    query = [
-        (k, "REDACTED" if _SECRET_PARAMS.match(k) else v)
-        for k, v in parse_qsl(parts.query, keep_blank_values=True)
-    ]
-    return urlunsplit(parts._replace(query=urlencode(query, safe="$,:'()/ ")))
+    if parts.query:
+        query = [
+            (k, "REDACTED" if _SECRET_PARAMS.match(k) else v)
+            for k, v in parse_qsl(parts.query, keep_blank_values=True)
+        ]
+        url = urlunsplit(parts._replace(query=urlencode(query, safe="$,:'()/ ")))
+    return redact(url)
 
 
 def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
@@ -106,13 +120,41 @@ def _wait(state: RetryCallState) -> float:
     return random.uniform(0, ceiling)  # noqa: S311 - jitter, not crypto
 
 
-def make_client(*, timeout: float) -> httpx.AsyncClient:
-    """An AsyncClient with our User-Agent and a per-request timeout (connect capped at 10 s)."""
-    return httpx.AsyncClient(
+class FeedClient(httpx.AsyncClient):
+    """An AsyncClient that also carries the total deadline of each request made with it."""
+
+    def __init__(self, *, request_deadline: float, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.request_deadline = request_deadline
+
+
+def make_client(*, timeout: float, deadline: float | None = None) -> httpx.AsyncClient:
+    """A client with our User-Agent, a per-read timeout (connect capped at 10 s) and a total
+    per-request deadline (default DEFAULT_REQUEST_DEADLINE_SECONDS)."""
+    return FeedClient(
+        request_deadline=deadline or DEFAULT_REQUEST_DEADLINE_SECONDS,
         timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
-        headers={"User-Agent": USER_AGENT},
+        headers={"User-Agent": USER_AGENT, "Accept-Encoding": ACCEPT_ENCODING},
         follow_redirects=True,
     )
+
+
+def _register_credentials(
+    headers: Mapping[str, str], params: Mapping[str, str] | None, json_body: Any
+) -> None:
+    # Whatever credential a request carries is redacted from then on, even one obtained at run
+    # time (an OAuth access token) that no setting holds.
+    values: list[str] = []
+    for name, value in headers.items():
+        if name.lower() in _CREDENTIAL_HEADERS:
+            values += [value, value.split(" ", 1)[-1]]
+    for name, value in (params or {}).items():
+        if _SECRET_PARAMS.match(name):
+            values.append(str(value))
+    if isinstance(json_body, Mapping):
+        values += [str(v) for k, v in json_body.items() if _SECRET_PARAMS.match(str(k))]
+    if values:
+        register_secrets(values, runtime=True)
 
 
 async def _once(
@@ -127,7 +169,8 @@ async def _once(
     line_filter: Callable[[int, str], bool] | None = None,
     max_total_bytes: int = 0,
 ) -> str:
-    merged = {"User-Agent": USER_AGENT, **(headers or {})}
+    merged = {"User-Agent": USER_AGENT, "Accept-Encoding": ACCEPT_ENCODING, **(headers or {})}
+    _register_credentials(merged, params, json_body)
     shown = redact_url(str(httpx.URL(url, params=params)) if params else url)
     async with client.stream(
         method, url, params=params, headers=merged, json=json_body
@@ -150,6 +193,87 @@ async def _once(
         return await _read_capped(response, max_bytes, shown)
 
 
+# --- bounded decompression -------------------------------------------------------------------
+
+
+class _Inflater:
+    """One content-coding layer (gzip or deflate), producing at most `limit` bytes in all."""
+
+    def __init__(self, coding: str, limit: int, shown: str) -> None:
+        self.coding = coding
+        self.limit = limit
+        self.shown = shown
+        self.produced = 0
+        wbits = zlib.MAX_WBITS | 16 if coding in ("gzip", "x-gzip") else zlib.MAX_WBITS
+        self._z = zlib.decompressobj(wbits)
+        self._may_be_raw = coding == "deflate"
+
+    def feed(self, data: bytes) -> Iterator[bytes]:
+        """Inflate `data` in pieces of at most 64 KiB, never holding more than one piece."""
+        while not self._z.eof:
+            try:
+                piece = self._z.decompress(data, _INFLATE_PIECE)
+            except zlib.error as exc:
+                if self._may_be_raw:
+                    # Some servers send raw deflate (no zlib header) as "deflate".
+                    self._may_be_raw = False
+                    self._z = zlib.decompressobj(-zlib.MAX_WBITS)
+                    continue
+                raise FetchError(f"{self.shown}: corrupt {self.coding} body ({exc})") from exc
+            self._may_be_raw = False
+            data = self._z.unconsumed_tail
+            if piece:
+                self.produced += len(piece)
+                if self.produced > self.limit:
+                    raise ResponseTooLarge(
+                        f"{self.shown}: response exceeds cap of {self.limit} bytes once "
+                        f"decompressed ({self.coding})"
+                    )
+                yield piece
+            if not data and len(piece) < _INFLATE_PIECE:
+                return
+
+
+def _inflaters(response: httpx.Response, limit: int, shown: str) -> list[_Inflater]:
+    """Decoders for the response's Content-Encoding, in the order they must be applied."""
+    codings = [
+        c.strip().lower()
+        for c in response.headers.get("Content-Encoding", "").split(",")
+        if c.strip() and c.strip().lower() != "identity"
+    ]
+    for coding in codings:
+        if coding not in ("gzip", "x-gzip", "deflate"):
+            raise FetchError(f"{shown}: unsupported Content-Encoding {coding[:40]!r}")
+    if len(codings) > 2:
+        raise FetchError(f"{shown}: {len(codings)} layers of Content-Encoding refused")
+    return [_Inflater(c, limit, shown) for c in reversed(codings)]
+
+
+def _through(layers: list[_Inflater], data: bytes) -> Iterator[bytes]:
+    if not layers:
+        yield data
+        return
+    for piece in layers[0].feed(data):
+        yield from _through(layers[1:], piece)
+
+
+async def _decoded_chunks(response: httpx.Response, limit: int, shown: str) -> AsyncIterator[bytes]:
+    """The body's bytes after Content-Encoding, never inflating more than `limit` bytes."""
+    layers = _inflaters(response, limit, shown)
+    async for raw in response.aiter_raw():
+        for piece in _through(layers, raw):
+            yield piece
+        if layers:
+            await asyncio.sleep(0)  # inflating is CPU work: let the event loop serve others
+
+
+def _text_decoder(response: httpx.Response) -> codecs.IncrementalDecoder:
+    try:
+        return codecs.getincrementaldecoder(response.encoding or "utf-8")(errors="replace")
+    except LookupError:
+        return codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+
 async def _read_lines(
     response: httpx.Response,
     keep: Callable[[int, str], bool],
@@ -160,18 +284,32 @@ async def _read_lines(
     # Huge bulk files (AWS price lists) are filtered while streaming: only kept lines count
     # against the normal cap, and the whole download against a separate, larger one.
     kept: list[str] = []
-    kept_size = total = 0
-    index = 0
-    async for line in response.aiter_lines():
-        total += len(line) + 1
-        if max_total and total > max_total:
-            raise ResponseTooLarge(f"{shown}: download exceeds cap of {max_total} bytes")
-        if keep(index, line):
-            kept_size += len(line) + 1
-            if kept_size > max_kept:
-                raise ResponseTooLarge(f"{shown}: kept lines exceed cap of {max_kept} bytes")
-            kept.append(line)
-        index += 1
+    kept_size = total = index = 0
+    pending = ""
+    decoder = _text_decoder(response)
+    limit = max_total or DEFAULT_MAX_BYTES
+
+    def take(lines: list[str]) -> None:
+        nonlocal kept_size, index
+        for line in lines:
+            line = line.rstrip("\r")
+            if keep(index, line):
+                kept_size += len(line) + 1
+                if kept_size > max_kept:
+                    raise ResponseTooLarge(f"{shown}: kept lines exceed cap of {max_kept} bytes")
+                kept.append(line)
+            index += 1
+
+    async for chunk in _decoded_chunks(response, limit, shown):
+        total += len(chunk)
+        if total > limit:
+            raise ResponseTooLarge(f"{shown}: download exceeds cap of {limit} bytes")
+        *lines, pending = (pending + decoder.decode(chunk)).split("\n")
+        if len(pending) > max_kept:
+            raise ResponseTooLarge(f"{shown}: a line longer than the cap of {max_kept} bytes")
+        take(lines)
+    pending += decoder.decode(b"", final=True)
+    take([pending] if pending else [])
     return "\n".join(kept)
 
 
@@ -183,15 +321,19 @@ async def _read_capped(
         raise ResponseTooLarge(f"{shown}: response of {declared} bytes exceeds cap {max_bytes}")
     chunks: list[bytes] = []
     size = 0
-    async for chunk in response.aiter_bytes():
-        size += len(chunk)
-        if size > max_bytes:
-            if not strict:
-                chunks.append(chunk[: max(0, max_bytes - (size - len(chunk)))])
-                break
-            raise ResponseTooLarge(f"{shown}: response exceeds cap of {max_bytes} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks).decode(response.encoding or "utf-8", errors="replace")
+    try:
+        async for chunk in _decoded_chunks(response, max_bytes, shown):
+            size += len(chunk)
+            if size > max_bytes:
+                if not strict:
+                    chunks.append(chunk[: max(0, max_bytes - (size - len(chunk)))])
+                    break
+                raise ResponseTooLarge(f"{shown}: response exceeds cap of {max_bytes} bytes")
+            chunks.append(chunk)
+    except FetchError:
+        if strict:
+            raise
+    return _text_decoder(response).decode(b"".join(chunks), final=True)
 
 
 async def request_text(
@@ -207,10 +349,12 @@ async def request_text(
     line_filter: Callable[[int, str], bool] | None = None,
     max_total_bytes: int = 0,
 ) -> str:
-    """Send one request with retries; return the body text or raise FetchError.
+    """Send one request with retries, within the client's total deadline; return the body text
+    or raise FetchError.
 
     With `line_filter(index, line)`, only the kept lines are returned (joined by newlines).
     """
+    deadline = getattr(client, "request_deadline", DEFAULT_REQUEST_DEADLINE_SECONDS)
     retrying = AsyncRetrying(
         stop=stop_after_attempt(attempts),
         wait=_wait,
@@ -218,19 +362,25 @@ async def request_text(
         sleep=lambda seconds: sleep(seconds),
     )
     try:
-        async for attempt in retrying:
-            with attempt:
-                return await _once(
-                    client,
-                    method,
-                    url,
-                    params=params,
-                    headers=headers,
-                    json_body=json_body,
-                    max_bytes=max_bytes,
-                    line_filter=line_filter,
-                    max_total_bytes=max_total_bytes,
-                )
+        async with asyncio.timeout(deadline):
+            async for attempt in retrying:
+                with attempt:
+                    return await _once(
+                        client,
+                        method,
+                        url,
+                        params=params,
+                        headers=headers,
+                        json_body=json_body,
+                        max_bytes=max_bytes,
+                        line_filter=line_filter,
+                        max_total_bytes=max_total_bytes,
+                    )
+    except TimeoutError as exc:
+        raise FetchError(
+            f"timed out: no complete answer within the {deadline:g} s deadline on {method} "
+            f"{redact_url(url)}"
+        ) from exc
     except RetryError as exc:
         last = exc.last_attempt.exception()
         if isinstance(last, httpx.TimeoutException):
@@ -313,6 +463,42 @@ class HttpScraper(Scraper):
 
 
 # --- payload helpers -----------------------------------------------------------------------
+
+
+class FeedModel(BaseModel):
+    """Base of a feed's raw item models: JSON true/false is never a number.
+
+    pydantic's lax mode reads `true` as 1 for a float or int field, so a feed sending
+    `"price": true` would list an offer at $1.00/h; here that item fails validation instead.
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_boolean_numbers(cls, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            for key in _numeric_keys(cls):
+                if isinstance(data.get(key), bool):
+                    raise ValueError(f"{key}: a boolean is not a number")
+        return data
+
+
+_NUMERIC_KEYS: dict[type[BaseModel], tuple[str, ...]] = {}
+
+
+def _numeric_keys(model: type[BaseModel]) -> tuple[str, ...]:
+    """The input keys (names and aliases) of a model's int and float fields, cached."""
+    keys = _NUMERIC_KEYS.get(model)
+    if keys is None:
+        found: set[str] = set()
+        for name, info in model.model_fields.items():
+            types = set(get_args(info.annotation)) or {info.annotation}
+            if types & {int, float} and bool not in types:
+                aliases = (name, info.alias, info.validation_alias)
+                found |= {k for k in aliases if isinstance(k, str)}
+        keys = _NUMERIC_KEYS[model] = tuple(sorted(found))
+    return keys
 
 
 def load_json(text: str, url: str = "") -> Any:

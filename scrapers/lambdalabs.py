@@ -10,12 +10,12 @@ import re
 from typing import ClassVar
 
 import httpx
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ConfigDict, ValidationError
 
 from app.gpus.normalize import normalize_gpu_name
 from app.records import Availability, OfferRecord
 from scrapers.base import FeedFormatError, MissingApiKey, ParseResult, RawPage
-from scrapers.http import HttpScraper, build_record, dedupe, get_text, load_json
+from scrapers.http import FeedModel, HttpScraper, build_record, dedupe, get_text, load_json
 
 SOLD_OUT_REGION = "any"
 _NAME_COUNT = re.compile(r"^gpu_(\d+)x_", re.I)  # gpu_8x_h100_sxm5
@@ -31,7 +31,7 @@ def _count_from_names(it: _Type) -> int | None:
     return None
 
 
-class _Specs(BaseModel):
+class _Specs(FeedModel):
     model_config = ConfigDict(extra="ignore")
 
     vcpus: float | None = None
@@ -40,7 +40,7 @@ class _Specs(BaseModel):
     gpus: int | None = None  # absent in Lambda's own documented example: read from the name
 
 
-class _Type(BaseModel):
+class _Type(FeedModel):
     model_config = ConfigDict(extra="ignore")
 
     name: str
@@ -50,13 +50,13 @@ class _Type(BaseModel):
     specs: _Specs
 
 
-class _Region(BaseModel):
+class _Region(FeedModel):
     model_config = ConfigDict(extra="ignore")
 
     name: str
 
 
-class _Entry(BaseModel):
+class _Entry(FeedModel):
     model_config = ConfigDict(extra="ignore")
 
     instance_type: _Type

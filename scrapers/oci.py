@@ -19,12 +19,12 @@ from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError
 
 from app.gpus.normalize import normalize_gpu_name
 from app.records import OfferRecord
 from scrapers.base import FeedFormatError, ParseResult, RawPage
-from scrapers.http import HttpScraper, build_record, dedupe, get_text, load_json
+from scrapers.http import FeedModel, HttpScraper, build_record, dedupe, get_text, load_json
 
 REGION = "global"
 PREEMPTIBLE_DISCOUNT = 0.5
@@ -69,11 +69,11 @@ def clean_shape_name(name: str) -> str:
     return _NAME_SUFFIX.sub("", name).strip()
 
 
-class _Value(BaseModel):
+class _Value(FeedModel):
     value: str = ""
 
 
-class _ShapeProduct(BaseModel):
+class _ShapeProduct(FeedModel):
     model_config = ConfigDict(extra="ignore", populate_by_name=True)
 
     type: _Value = _Value()
@@ -81,7 +81,7 @@ class _ShapeProduct(BaseModel):
     qty: float | None = None  # null for some GPU shapes (B300, RTX PRO 6000)
 
 
-class _Shape(BaseModel):
+class _Shape(FeedModel):
     model_config = ConfigDict(extra="ignore", populate_by_name=True)
 
     name: str

@@ -15,12 +15,12 @@ from __future__ import annotations
 from typing import ClassVar
 
 import httpx
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ConfigDict, ValidationError
 
 from app.gpus.normalize import normalize_gpu_name
 from app.records import Availability, OfferRecord
 from scrapers.base import FeedFormatError, ParseResult, RawPage
-from scrapers.http import HttpScraper, build_record, dedupe, load_json, post_json_text
+from scrapers.http import FeedModel, HttpScraper, build_record, dedupe, load_json, post_json_text
 
 _LOWEST = (
     "{ stockStatus maxUnreservedGpuCount availableGpuCounts minimumBidPrice uninterruptablePrice }"
@@ -40,7 +40,7 @@ _STOCK = {
 }
 
 
-class _Lowest(BaseModel):
+class _Lowest(FeedModel):
     model_config = ConfigDict(extra="ignore")
 
     stockStatus: str | None = None
@@ -50,7 +50,7 @@ class _Lowest(BaseModel):
     minimumBidPrice: float | None = None
 
 
-class _GpuType(BaseModel):
+class _GpuType(FeedModel):
     model_config = ConfigDict(extra="ignore")
 
     id: str

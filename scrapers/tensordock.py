@@ -14,18 +14,18 @@ import re
 from typing import ClassVar
 
 import httpx
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ConfigDict, ValidationError
 
 from app.gpus.normalize import normalize_gpu_name
 from app.records import Availability, OfferRecord
 from scrapers.base import FeedFormatError, MissingApiKey, ParseResult, RawPage
-from scrapers.http import HttpScraper, build_record, dedupe, get_text, load_json
+from scrapers.http import FeedModel, HttpScraper, build_record, dedupe, get_text, load_json
 
 COUNTS = (1, 2, 4, 8)
 HOST_PER_GPU = {"vcpus": 4.0, "ram_gb": 16.0, "storage_gb": 100.0}
 
 
-class _Resources(BaseModel):
+class _Resources(FeedModel):
     model_config = ConfigDict(extra="ignore")
 
     max_vcpus: float | None = None
@@ -33,7 +33,7 @@ class _Resources(BaseModel):
     max_storage_gb: float | None = None
 
 
-class _Pricing(BaseModel):
+class _Pricing(FeedModel):
     model_config = ConfigDict(extra="ignore")
 
     per_vcpu_hr: float = 0.0
@@ -41,7 +41,7 @@ class _Pricing(BaseModel):
     per_gb_storage_hr: float = 0.0
 
 
-class _Gpu(BaseModel):
+class _Gpu(FeedModel):
     model_config = ConfigDict(extra="ignore")
 
     v0Name: str
@@ -52,7 +52,7 @@ class _Gpu(BaseModel):
     pricing: _Pricing = _Pricing()
 
 
-class _Location(BaseModel):
+class _Location(FeedModel):
     model_config = ConfigDict(extra="ignore")
 
     id: str
@@ -62,21 +62,21 @@ class _Location(BaseModel):
     gpus: list[dict[str, object]] = []
 
 
-class _Amount(BaseModel):
+class _Amount(FeedModel):
     model_config = ConfigDict(extra="ignore")
 
     amount: float = 0
     price: float = 0.0
 
 
-class _GpuAmount(BaseModel):
+class _GpuAmount(FeedModel):
     model_config = ConfigDict(extra="ignore")
 
     amount: int
     price: float
 
 
-class _Specs(BaseModel):
+class _Specs(FeedModel):
     model_config = ConfigDict(extra="ignore")
 
     cpu: _Amount = _Amount()
@@ -85,7 +85,7 @@ class _Specs(BaseModel):
     gpu: dict[str, _GpuAmount] = {}
 
 
-class _Hostnode(BaseModel):
+class _Hostnode(FeedModel):
     model_config = ConfigDict(extra="ignore")
 
     location: dict[str, object] = {}

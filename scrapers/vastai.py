@@ -14,12 +14,20 @@ import re
 from typing import Any, ClassVar
 
 import httpx
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ConfigDict, ValidationError
 
 from app.gpus.normalize import normalize_gpu_name
 from app.records import Availability, Interconnect, Network, OfferRecord
 from scrapers.base import FeedFormatError, ParseResult, RawPage
-from scrapers.http import HttpScraper, build_record, dedupe, load_json, post_json_text, to_float
+from scrapers.http import (
+    FeedModel,
+    HttpScraper,
+    build_record,
+    dedupe,
+    load_json,
+    post_json_text,
+    to_float,
+)
 
 OFFER_LIMIT = 3000  # the bundles endpoint has no pagination: one large page
 QUERY: dict[str, Any] = {
@@ -31,7 +39,7 @@ QUERY: dict[str, Any] = {
 }
 
 
-class _Offer(BaseModel):
+class _Offer(FeedModel):
     model_config = ConfigDict(extra="ignore")
 
     id: int

@@ -15,12 +15,13 @@ from functools import partial
 from typing import Any, ClassVar
 
 import httpx
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ConfigDict, ValidationError
 
 from app.gpus.normalize import normalize_gpu_name
 from app.records import Availability, Interconnect, OfferRecord
 from scrapers.base import FeedFormatError, MissingApiKey, ParseResult, RawPage
 from scrapers.http import (
+    FeedModel,
     FetchError,
     HttpScraper,
     build_record,
@@ -35,26 +36,26 @@ from scrapers.http import (
 NVLINK_MIN_GBPS = 100.0  # GB/s; PCIe 5.0 x16 tops out near 64
 
 
-class _Size(BaseModel):
+class _Size(FeedModel):
     model_config = ConfigDict(extra="ignore")
 
     size_in_gigabytes: float | None = None
 
 
-class _Gpu(BaseModel):
+class _Gpu(FeedModel):
     model_config = ConfigDict(extra="ignore")
 
     description: str = ""
     number_of_gpus: int = 0
 
 
-class _Cpu(BaseModel):
+class _Cpu(FeedModel):
     model_config = ConfigDict(extra="ignore")
 
     number_of_cores: float | None = None
 
 
-class _Type(BaseModel):
+class _Type(FeedModel):
     model_config = ConfigDict(extra="ignore")
 
     instance_type: str
@@ -68,7 +69,7 @@ class _Type(BaseModel):
     p2p: str | None = None
 
 
-class _Availability(BaseModel):
+class _Availability(FeedModel):
     model_config = ConfigDict(extra="ignore")
 
     location_code: str

@@ -14,12 +14,12 @@ from typing import Any, ClassVar
 from urllib.parse import urlencode
 
 import httpx
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ConfigDict, ValidationError
 
 from app.gpus.normalize import normalize_gpu_name
 from app.records import OfferRecord
 from scrapers.base import FeedFormatError, ParseResult, RawPage
-from scrapers.http import HttpScraper, build_record, dedupe, get_text, load_json
+from scrapers.http import FeedModel, HttpScraper, build_record, dedupe, get_text, load_json
 
 MAX_PAGES = 20
 # One GPU's memory (GB) per Vultr gpu_type, from the Vultr Cloud GPU docs.
@@ -29,7 +29,7 @@ _METAL_GPU = re.compile(r"-(?P<count>\d+)-(?P<model>[a-z0-9]+)-gpu$")
 _METAL_SINGLE = re.compile(r"-(?P<model>[a-z0-9]+)-gpu$")
 
 
-class _Plan(BaseModel):
+class _Plan(FeedModel):
     model_config = ConfigDict(extra="ignore")
 
     id: str

@@ -54,6 +54,15 @@ def scratch_postgres_url(suffix: str) -> str:
     return url.set(database=scratch).render_as_string(hide_password=False)
 
 
+@pytest.fixture(autouse=True)
+def _fresh_secret_registry() -> Iterator[None]:
+    """Secrets registered by one test (settings, request headers) are not redacted in the next."""
+    from app.core.redaction import forget_secrets
+
+    yield
+    forget_secrets()
+
+
 @pytest.fixture(scope="session", params=BACKENDS)
 def database_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
     """A migrated, empty database URL for the whole test session, one per backend."""

@@ -40,6 +40,12 @@ def make(**changes: object) -> OfferRecord:
         {"currency": "dollars"},
         {"vram_gib_per_gpu": -3},
         {"unexpected_field": 1},
+        {"price_per_hour": True},
+        {"spot": True, "spot_price_per_hour": True, "price_per_hour": None},
+        {"gpu_raw_name": "H100\x00"},
+        {"instance_type": "a\x1bb"},
+        {"region": "us-east-\ud800"},
+        {"gpu_model": "h100\uffff"},
     ],
 )
 def test_rejects_bad_values(changes: dict[str, object]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,7 +32,12 @@ def scrape(
     monkeypatch.setenv("GPUFIT_HTTP_TIMEOUT_SECONDS", "0.5")
     monkeypatch.setattr(scrapers.http, "RETRY_BASE_SECONDS", 0.01)
     get_settings.cache_clear()
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
     yield CliRunner()
+    # The command sets up JSON logging on the runner's (now closed) stderr: undo it.
+    root.handlers[:] = handlers
+    root.setLevel(level)
     get_settings.cache_clear()
 
 

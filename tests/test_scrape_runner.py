@@ -123,21 +123,37 @@ async def test_one_provider_failing_does_not_touch_another(
 
 
 def test_abandoned_running_runs_are_closed(session_factory: sessionmaker[Session]) -> None:
+    """A run is dead once its heartbeat (its start, before the first beat) is a minute old."""
     from datetime import UTC, datetime, timedelta
 
-    from app.pipeline.scrape_runner import close_abandoned_runs
+    from app.pipeline.scrape_runner import ABANDONED_AFTER, close_abandoned_runs
 
     now = datetime(2026, 12, 2, tzinfo=UTC)
+    stale = now - ABANDONED_AFTER - timedelta(seconds=1)
+    fresh = now - ABANDONED_AFTER / 4
     with session_factory.begin() as session:
-        session.add(
-            ScrapeRun(source="azure", started_at=now - timedelta(hours=3), status="running")
-        )
-        session.add(
-            ScrapeRun(source="oci", started_at=now - timedelta(minutes=5), status="running")
+        session.add_all(
+            [
+                ScrapeRun(source="azure", started_at=now - timedelta(hours=3), status="running"),
+                ScrapeRun(source="oci", started_at=stale, heartbeat_at=stale, status="running"),
+                ScrapeRun(
+                    source="aws",
+                    started_at=now - timedelta(hours=2),
+                    heartbeat_at=fresh,
+                    status="running",
+                ),
+                ScrapeRun(source="gcp", started_at=fresh, status="running"),
+            ]
         )
     with session_factory.begin() as session:
-        assert close_abandoned_runs(session, now) == 1
-    assert [status for status, _ in runs(session_factory)] == ["failed", "running"]
+        assert close_abandoned_runs(session, now) == 2
+    assert [status for status, _ in runs(session_factory)] == [
+        "failed",
+        "failed",
+        "running",
+        "running",
+    ]
+    assert runs(session_factory)[0][1] == "interrupted: the process running it stopped"
 
 
 async def test_scrape_adds_feed_entries_to_matching_saved_searches(

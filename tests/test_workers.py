@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import os
+import signal
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 from sqlalchemy import select
 
@@ -61,3 +65,41 @@ def test_two_workers_scrape_once_per_interval(repo_root: Path) -> None:
     gaps = [(b - a).total_seconds() for a, b in zip(starts, starts[1:], strict=False)]
     assert all(gap > INTERVAL_S * 0.7 for gap in gaps), gaps
     assert len(fetches) == len(rows)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_every_web_worker_logs_json_lines(repo_root: Path, tmp_path: Path) -> None:
+    """`gpufit serve --workers 2`: the workers (spawned processes) log JSON like the parent."""
+    url = f"sqlite:///{tmp_path / 'workers.db'}"
+    upgrade(url)
+    port = _free_port()
+    env = {**os.environ, "GPUFIT_DATABASE_URL": url, "GPUFIT_LOG_LEVEL": "INFO"}
+    cmd = [sys.executable, "-m", "app.cli", "serve", "--workers", "2", "--no-scheduler",
+           "--port", str(port)]  # fmt: skip
+    proc = subprocess.Popen(cmd, env=env, cwd=repo_root, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline and proc.poll() is None, "server did not start"
+            time.sleep(0.3)
+        for _ in range(20):
+            httpx.get(f"http://127.0.0.1:{port}/api/offers?gpu=x%00", timeout=10)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=30)
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    records = [json.loads(line) for line in lines]  # every line is one JSON object
+    started = {r["pid"] for r in records if r["msg"].startswith("Started server process")}
+    assert len(started) == 2, lines  # both workers, not only the parent
+    access = [r for r in records if r["logger"] == "uvicorn.access"]
+    assert {r["pid"] for r in access} <= started and len(access) >= 20

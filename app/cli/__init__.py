@@ -20,7 +20,8 @@ cli.add_typer(db_cli, name="db")
 def _setup_logging() -> None:
     from app.core.logging_setup import configure_logging
 
-    configure_logging(get_settings().log_level)
+    settings = get_settings()
+    configure_logging(settings.log_level, settings)
 
 
 @db_cli.command("upgrade")
@@ -129,18 +130,28 @@ def serve(
         port=port or settings.port,
         workers=workers,
         log_config=None,
+        timeout_keep_alive=int(settings.keep_alive_seconds),
     )
 
 
 @cli.command("worker")
 def worker() -> None:
-    """Run only the scrape scheduler (no web server)."""
+    """Run only the scrape scheduler (no web server); SIGTERM stops it cleanly."""
+    import signal
+
     from app.pipeline.scheduler import run_worker_forever
 
     _setup_logging()
     settings = get_settings()
-    engine = make_engine(settings.database_url)
-    asyncio.run(run_worker_forever(settings, engine, make_session_factory(engine)))
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await run_worker_forever(settings, stop=stop)
+
+    asyncio.run(main())
 
 
 def _register_optional() -> None:

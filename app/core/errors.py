@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -27,7 +28,9 @@ def _field_name(error: dict[str, Any]) -> str:
     return ".".join(loc) or "request"
 
 
-def _html_error(status: int, title: str, lines: list[str]) -> HTMLResponse:
+def _html_error(
+    status: int, title: str, lines: list[str], headers: Mapping[str, str] | None = None
+) -> HTMLResponse:
     items = "".join(f"<li>{escape(line)}</li>" for line in lines)
     body = (
         f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{escape(title)}</title>"
@@ -35,7 +38,20 @@ def _html_error(status: int, title: str, lines: list[str]) -> HTMLResponse:
         f'<h1>{escape(title)}</h1><ul>{items}</ul><p><a href="/">Back to offers</a></p>'
         f"</main></body></html>"
     )
-    return HTMLResponse(body, status_code=status)
+    return HTMLResponse(body, status_code=status, headers=headers)
+
+
+def error_response(
+    request: Request,
+    status: int,
+    title: str,
+    message: str,
+    headers: Mapping[str, str] | None = None,
+) -> Response:
+    """An error as the client wants it: a page for browsers, {"detail": message} otherwise."""
+    if wants_html(request):
+        return _html_error(status, title, [message], headers)
+    return JSONResponse({"detail": message}, status_code=status, headers=headers)
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -44,7 +60,12 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> Response:
         errors = [
-            {"loc": list(e.get("loc", ())), "field": _field_name(e), "msg": e.get("msg", "")}
+            {
+                "loc": list(e.get("loc", ())),
+                "field": _field_name(e),
+                "msg": e.get("msg", ""),
+                "type": str(e.get("type", "value_error")),
+            }
             for e in exc.errors()
         ]
         if wants_html(request):
@@ -58,7 +79,7 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> Response:
         if wants_html(request):
-            return _html_error(exc.status_code, str(exc.detail), [])
+            return _html_error(exc.status_code, str(exc.detail), [], exc.headers)
         return JSONResponse(
             {"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers
         )

@@ -40,7 +40,15 @@ class Settings(BaseSettings):
     marketplace_interval_minutes: float = Field(default=30, gt=0)
     list_interval_minutes: float = Field(default=360, gt=0)
     interval_jitter_seconds: float = Field(default=120, ge=0)
-    http_timeout_seconds: float = Field(default=30, gt=0)
+    http_timeout_seconds: float = Field(default=30, gt=0)  # per connect / read
+    # Total time for one feed request (retries included) and for one provider's whole fetch: a
+    # feed that drips bytes, or never stops, cannot hold a scrape for longer.
+    http_request_deadline_seconds: float = Field(default=600, gt=0)
+    scrape_run_deadline_seconds: float = Field(default=1800, gt=0)
+    # An offer priced outside [floor, ceiling] per GPU-hour is a feed error: skipped, with a
+    # warning on the run (5e-324 $/h would otherwise rank first).
+    min_price_per_gpu_hour: float = Field(default=0.001, gt=0)
+    max_price_per_gpu_hour: float = Field(default=200, gt=0)
     # A scrape that returns fewer offers than this fraction of the last good run is treated as
     # partial: a provider outage often looks like an almost-empty but valid response.
     min_offer_fraction: float = Field(default=0.5, ge=0, le=1)
@@ -49,6 +57,18 @@ class Settings(BaseSettings):
     enabled_scrapers: list[str] = Field(default_factory=list)
     first_run_spread_seconds: float = Field(default=60, ge=0)
     log_level: str = "INFO"
+    # Per-visitor bounds: saved searches one browser may keep, and POSTs (save, rename, delete)
+    # per browser and per client address, in `limits` notation ("N/second|minute|hour|day").
+    # The counters live in each process: with W web workers a client gets up to W times these.
+    max_saved_searches_per_owner: int = Field(default=50, ge=1)
+    post_rate_limit_per_owner: str = "30/minute"
+    post_rate_limit_per_address: str = "120/minute"
+    # Served over HTTPS (directly or behind a TLS proxy): HSTS on every response, Secure cookies.
+    https: bool = False
+    # How long `gpufit serve` keeps an idle keep-alive connection. Longer than the idle timeout
+    # of the proxies and clients in front (often 60 s): a server closing first races the next
+    # request on that connection, which the client then sees as a reset.
+    keep_alive_seconds: float = Field(default=75, gt=0)
 
     @field_validator("database_url")
     @classmethod
@@ -57,6 +77,14 @@ class Settings(BaseSettings):
         for prefix in ("postgres://", "postgresql://"):
             if value.startswith(prefix):
                 return "postgresql+psycopg://" + value[len(prefix) :]
+        return value
+
+    @field_validator("post_rate_limit_per_owner", "post_rate_limit_per_address")
+    @classmethod
+    def _rate_limit(cls, value: str) -> str:
+        from limits import parse
+
+        parse(value)  # raises ValueError on anything `limits` cannot read
         return value
 
     @field_validator("providers")

@@ -49,6 +49,18 @@ def workload_from_query(**params: Any) -> Workload:
         raise RequestValidationError(_query_errors(exc)) from exc
 
 
+def check_workload_fields(**params: Any) -> None:
+    """Raise RequestValidationError for any given value out of its field's bounds (the rules
+    that tie fields together, such as model-or-params_b, are not checked here)."""
+    values = {k: v for k, v in params.items() if v is not None}
+    try:
+        Workload(params_b=1.0, **values)
+    except ValidationError as exc:
+        field_errors = [e for e in _query_errors(exc) if e["loc"][1] in values]
+        if field_errors:
+            raise RequestValidationError(field_errors) from exc
+
+
 def workload_query(
     model: Annotated[str | None, Query(description="preset model id, e.g. llama-3.1-8b")] = None,
     params_b: Annotated[float | None, Query(description="model size in billions")] = None,
@@ -85,35 +97,36 @@ def workload_query(
     intermediate: Annotated[int | None, Query(description="MLP width (params_b models)")] = None,
 ) -> Workload | None:
     """Optional workload: None when neither model nor params_b is present."""
+    fields: dict[str, Any] = {
+        "method": method,
+        "stack": stack,
+        "precision": precision,
+        "pure_16bit": pure_16bit,
+        "optimizer": optimizer,
+        "batch_size": batch_size,
+        "grad_accum": grad_accum,
+        "seq_len": seq_len,
+        "packed": packed,
+        "grad_checkpointing": grad_checkpointing,
+        "lora_rank": lora_rank,
+        "lora_targets": lora_targets,
+        "sharding": sharding,
+        "gpus": gpus,
+        "tokens": tokens,
+        "dataset_tokens": dataset_tokens,
+        "epochs": epochs,
+        "layers": layers,
+        "hidden": hidden,
+        "heads": heads,
+        "kv_heads": kv_heads,
+        "vocab": vocab,
+        "intermediate": intermediate,
+    }
     if (model is None or not model.strip()) and params_b is None:
+        # No job to size, but a value out of range is still a 422 naming it, as with a job.
+        check_workload_fields(**fields)
         return None
-    return workload_from_query(
-        model=model,
-        params_b=params_b,
-        method=method,
-        stack=stack,
-        precision=precision,
-        pure_16bit=pure_16bit,
-        optimizer=optimizer,
-        batch_size=batch_size,
-        grad_accum=grad_accum,
-        seq_len=seq_len,
-        packed=packed,
-        grad_checkpointing=grad_checkpointing,
-        lora_rank=lora_rank,
-        lora_targets=lora_targets,
-        sharding=sharding,
-        gpus=gpus,
-        tokens=tokens,
-        dataset_tokens=dataset_tokens,
-        epochs=epochs,
-        layers=layers,
-        hidden=hidden,
-        heads=heads,
-        kv_heads=kv_heads,
-        vocab=vocab,
-        intermediate=intermediate,
-    )
+    return workload_from_query(model=model, params_b=params_b, **fields)
 
 
 def required_workload(workload: Annotated[Workload | None, Depends(workload_query)]) -> Workload:
@@ -122,7 +135,7 @@ def required_workload(workload: Annotated[Workload | None, Depends(workload_quer
         raise RequestValidationError(
             [
                 {
-                    "type": "missing",
+                    "type": "model_required",
                     "loc": ("query", "model"),
                     "input": None,
                     "msg": "give a preset model id (model) or a size in billions (params_b)",

@@ -63,8 +63,8 @@ class Workload(BaseModel):
     lora_targets: LoraTargets = "all"
     sharding: Sharding = "none"
     gpus: int = Field(default=1, ge=1, le=100_000)
-    tokens: float | None = Field(default=None, gt=0, le=1e15)
-    dataset_tokens: float | None = Field(default=None, gt=0, le=1e15)
+    tokens: float | None = Field(default=None, ge=1, le=1e15)  # a count (5e-324 broke cost/token)
+    dataset_tokens: float | None = Field(default=None, ge=1, le=1e15)
     epochs: float = Field(default=1.0, gt=0, le=1000)
 
     @field_validator("model")

@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session
 
+from app.core.redaction import redact
 from app.core.settings import Settings
 from app.store import data_cache
 from app.store.models import Offer, ScrapeRun, utcnow
@@ -159,7 +160,8 @@ def provider_statuses(
             last_success=success,
             last_run_at=None if run is None else run.started_at,
             last_status=status,
-            last_error=None if run is None else run.error,
+            # Redacted again on the way out: rows stored by an older version may hold a key.
+            last_error=None if run is None or run.error is None else redact(run.error),
             offer_count=total,
             sample_offers=sample,
             stale=is_stale(success, status, interval, now),

@@ -1,8 +1,11 @@
 """APScheduler jobs: each provider on its own interval with jitter, never overlapping itself.
 
-Runs inside the web process (`gpufit serve`) or alone (`gpufit worker`). With Postgres, the
-runner's advisory lock plus its "ran this interval" check make several replicas scrape each
-provider once per interval.
+Runs alone (`gpufit worker`, the production layout: docker-compose's `worker` service) or inside
+the web process (`gpufit serve`, the one-command laptop set-up). Either way the scrapes get a
+database engine and connection pool of their own, so they never wait on (or hold) the web's
+connections. With Postgres, the runner's advisory lock plus its "ran this interval" check make
+several replicas scrape each provider once per interval. A sweep job closes runs whose process
+died (no heartbeat) every minute.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
@@ -20,6 +24,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.core.settings import Settings
 from app.pipeline.scrape_runner import ScrapeRunner, close_abandoned_runs, interval_minutes
 from app.pipeline.side_feeds import SideFeedRunner, add_side_feed_jobs
+from app.store.db import make_scrape_engine, make_session_factory
 from app.store.models import utcnow
 from scrapers.base import Scraper
 
@@ -71,28 +76,63 @@ async def _job(runner: ScrapeRunner, cls: type[Scraper]) -> None:
         log.exception("scrape job crashed", extra={"source": cls.name})
 
 
-def start_scheduler(
-    settings: Settings, engine: Engine, session_factory: sessionmaker[Session]
-) -> AsyncIOScheduler:
-    """Start the scheduler on the running event loop (the web app's lifespan)."""
-    with session_factory.begin() as session:
-        close_abandoned_runs(session, utcnow())
-    scheduler = build_scheduler(settings, ScrapeRunner(settings, engine, session_factory))
+SWEEP_SECONDS = 60.0
+
+
+@dataclass
+class ScrapeScheduler:
+    """The running scheduler with the runner and the engine (pool) it owns."""
+
+    scheduler: AsyncIOScheduler
+    runner: ScrapeRunner
+    engine: Engine
+
+    async def stop(self, timeout: float = 10.0) -> None:
+        """Stop scheduling, record in-flight runs as interrupted, close the scrape pool."""
+        self.scheduler.shutdown(wait=False)
+        await self.runner.stop(timeout)
+        self.engine.dispose()
+
+
+async def _sweep(sessions: sessionmaker[Session]) -> None:
+    def close() -> int:
+        with sessions.begin() as session:
+            return close_abandoned_runs(session, utcnow())
+
+    try:
+        closed = await asyncio.to_thread(close)
+    except Exception:  # noqa: BLE001 - the next sweep tries again
+        log.exception("abandoned-run sweep failed")
+        return
+    if closed:
+        log.warning("closed %d abandoned scrape run(s)", closed)
+
+
+def start_scheduler(settings: Settings) -> ScrapeScheduler:
+    """Start the scheduler on the running event loop, with its own engine and pool."""
+    engine = make_scrape_engine(settings.database_url)
+    sessions = make_session_factory(engine)
+    runner = ScrapeRunner(settings, engine, sessions)
+    scheduler = build_scheduler(settings, runner)
+    scheduler.add_job(
+        _sweep,
+        IntervalTrigger(seconds=SWEEP_SECONDS),
+        args=[sessions],
+        id="close-abandoned-runs",
+        name="close abandoned scrape runs",
+        max_instances=1,
+        coalesce=True,
+        next_run_time=utcnow(),
+    )
     scheduler.start()
     log.info("scheduler started", extra={"jobs": len(scheduler.get_jobs())})
-    return scheduler
+    return ScrapeScheduler(scheduler, runner, engine)
 
 
-async def run_worker_forever(
-    settings: Settings,
-    engine: Engine,
-    session_factory: sessionmaker[Session],
-    *,
-    stop: asyncio.Event | None = None,
-) -> None:
+async def run_worker_forever(settings: Settings, *, stop: asyncio.Event | None = None) -> None:
     """`gpufit worker`: run the scheduler until `stop` is set (or forever)."""
-    scheduler = start_scheduler(settings, engine, session_factory)
+    service = start_scheduler(settings)
     try:
         await (stop or asyncio.Event()).wait()
     finally:
-        scheduler.shutdown(wait=False)
+        await service.stop()

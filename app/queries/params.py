@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal, get_origin
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from annotated_types import MaxLen
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
 
 from app.fit import Workload
 from app.fit.query import workload_from_query
@@ -148,6 +150,25 @@ class OfferFilters(BaseModel):
     sort: Annotated[Sort | None, BeforeValidator(_blank_to_none)] = None
     limit: int = Field(default=DEFAULT_LIMIT, ge=1, le=MAX_LIMIT)
     offset: int = Field(default=0, ge=0, le=10_000_000)
+
+    @field_validator("gpu", "provider", "continent", "region", "gpu_count", mode="before")
+    @classmethod
+    def _count_every_value(cls, value: Any, info: ValidationInfo) -> Any:
+        # Blank values are dropped (an empty form field means "no filter"), but a list's bound
+        # counts every value sent, as the API document says: 10,000 blank `region=` are refused.
+        limit = _max_items(cls, info.field_name)
+        if limit is not None and isinstance(value, list) and len(value) > limit:
+            raise PydanticCustomError(
+                "too_long", "List should have at most {max} items", {"max": limit}
+            )
+        return value
+
+
+def _max_items(model: type[BaseModel], name: str | None) -> int | None:
+    info = model.model_fields.get(name or "")
+    if info is None:
+        return None
+    return next((m.max_length for m in info.metadata if isinstance(m, MaxLen)), None)
 
 
 LIST_KEYS = frozenset(

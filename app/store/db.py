@@ -32,6 +32,19 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
     return create_engine(url, pool_pre_ping=True, **kwargs)
 
 
+# The scheduler's pool: a provider's lock connection, its session and its heartbeat, for a few
+# providers running at once. Separate from the web's, so neither can starve the other.
+SCRAPE_POOL_SIZE = 4
+SCRAPE_POOL_OVERFLOW = 4
+
+
+def make_scrape_engine(url: str) -> Engine:
+    """An engine (and connection pool) for scrapes only."""
+    if url.startswith("sqlite") and ":memory:" in url:
+        return make_engine(url)
+    return make_engine(url, pool_size=SCRAPE_POOL_SIZE, max_overflow=SCRAPE_POOL_OVERFLOW)
+
+
 def make_session_factory(engine: Engine) -> sessionmaker[Session]:
     return sessionmaker(engine, expire_on_commit=False)
 

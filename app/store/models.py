@@ -211,6 +211,8 @@ class ScrapeRun(Base):
     source: Mapped[str] = mapped_column(String(64))  # scraper id, or "sample"
     started_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # Refreshed while the run is in progress; a "running" run whose heartbeat stopped is dead.
+    heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     status: Mapped[str] = mapped_column(String(16))  # ok | partial | failed | skipped | running
     offers_seen: Mapped[int] = mapped_column(Integer, default=0)
     offers_added: Mapped[int] = mapped_column(Integer, default=0)

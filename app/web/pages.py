@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from collections.abc import Iterable, Sequence
 from typing import Annotated, Any
 from urllib.parse import urlsplit
@@ -30,6 +31,7 @@ from app.queries import (
 from app.saved import (
     OWNER_COOKIE,
     SavedSearchError,
+    SavedSearchLimitReached,
     create_saved_search,
     csrf_ok,
     csrf_token,
@@ -61,10 +63,14 @@ COOKIE_MAX_AGE = 400 * 24 * 3600  # browsers cap cookie lifetimes at 400 days
 # Browser identity and CSRF
 
 
+_TOKEN = re.compile(r"[A-Za-z0-9_-]{20,64}")
+MAX_ID = 2**31 - 1  # ids are 32-bit integers in the database
+
+
 def _owner(request: Request) -> str | None:
     token = request.cookies.get(OWNER_COOKIE)
     # Tokens we issue are 43 URL-safe characters; anything else is not one of ours.
-    return token if token and 20 <= len(token) <= 64 else None
+    return token if token and _TOKEN.fullmatch(token) else None
 
 
 def _render(
@@ -97,7 +103,7 @@ def _set_owner_cookie(request: Request, response: Response, owner: str) -> None:
         max_age=COOKIE_MAX_AGE,
         httponly=True,
         samesite="lax",
-        secure=request.url.scheme == "https",
+        secure=request.url.scheme == "https" or request.app.state.settings.https,
         path="/",
     )
 
@@ -151,7 +157,8 @@ def index(
 
 
 def _offer_or_404(session: SessionDep, offer_id: int) -> Any:
-    row = get_offer(session, offer_id=offer_id)
+    # An id the database cannot even hold (>= 2^31) is simply not there.
+    row = get_offer(session, offer_id=offer_id) if 1 <= offer_id <= MAX_ID else None
     if row is None:
         raise HTTPException(404, f"No offer with id {offer_id}")
     return row
@@ -447,13 +454,23 @@ def _field(form: dict[str, str], name: str, *, required: bool = True, max_length
 
 
 @router.post("/saved")
-def save_search(request: Request, session: SessionDep, form: FormDep) -> Response:
-    """Store the current view under a name for this browser."""
+def save_search(
+    request: Request, session: SessionDep, settings: SettingsDep, form: FormDep
+) -> Response:
+    """Store the current view under a name for this browser (up to the per-browser cap)."""
     owner = _check_post(request, form.get("csrf"))
     name = _field(form, "name", max_length=400)
     query = _field(form, "query", required=False, max_length=8000)
     try:
-        create_saved_search(session, owner_token=owner, name=name, query=query)
+        create_saved_search(
+            session,
+            owner_token=owner,
+            name=name,
+            query=query,
+            max_per_owner=settings.max_saved_searches_per_owner,
+        )
+    except SavedSearchLimitReached as exc:
+        raise HTTPException(429, str(exc)) from exc
     except SavedSearchError as exc:
         raise _form_error(exc) from exc
     session.commit()

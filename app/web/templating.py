@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from pathlib import Path
 
 from fastapi.templating import Jinja2Templates
 from jinja2 import Environment, FileSystemLoader
+from markupsafe import Markup
 
 from app.queries import LABELS
 from app.store.models import utcnow
@@ -68,6 +70,20 @@ def isotime(value: datetime | None) -> str:
     return "" if value is None else value.isoformat(timespec="seconds")
 
 
+# Characters XML 1.0 forbids (and HTML parsers reject): C0 controls but tab and line breaks,
+# lone surrogates, U+FFFE/U+FFFF. Stripped from every value a template writes, so a feed or a
+# page stays well-formed whatever a stored name holds.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def xml_safe(value: object) -> object:
+    """`value` with the characters XML cannot hold removed (strings only)."""
+    if isinstance(value, str) and _NOT_XML.search(value):
+        clean = _NOT_XML.sub("", value)
+        return Markup(clean) if isinstance(value, Markup) else clean  # keep "already safe"
+    return value
+
+
 def make_templates() -> Jinja2Templates:
     """Templates with autoescaping on for every file: scraped strings are untrusted."""
     env = Environment(
@@ -75,6 +91,7 @@ def make_templates() -> Jinja2Templates:
         autoescape=True,
         trim_blocks=True,
         lstrip_blocks=True,
+        finalize=xml_safe,
     )
     env.filters.update(money=money, num=num, hours=hours, ago=ago, label=label, isotime=isotime)
     return Jinja2Templates(env=env)

@@ -16,7 +16,7 @@ from alembic import op
 import app.store.models
 
 revision: str = "0009"
-down_revision: str | None = "0006"
+down_revision: str | None = "0008"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

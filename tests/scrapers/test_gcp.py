@@ -76,8 +76,11 @@ async def test_fetch_follows_page_token_and_hides_key() -> None:
     async with make_client(timeout=5) as client:
         pages = await scraper().fetch(client)
     first, second = (call.request.url.params for call in route.calls)
-    assert dict(first) == {"key": "gkey", "pageSize": "5000"}
-    assert dict(second) == {"key": "gkey", "pageSize": "5000", "pageToken": "CAESBgoEOD"}
+    assert dict(first) == {"pageSize": "5000"}
+    assert dict(second) == {"pageSize": "5000", "pageToken": "CAESBgoEOD"}
+    # The key travels in a header, never in a URL (httpx logs URLs at INFO).
+    assert all(call.request.headers["X-Goog-Api-Key"] == "gkey" for call in route.calls)
+    assert all("gkey" not in str(call.request.url) for call in route.calls)
     assert all("gkey" not in page.url for page in pages)
     assert len(scraper().parse(pages).records) == 16
 
