@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 from fastapi import APIRouter, FastAPI
+from fastapi.middleware.gzip import GZipMiddleware
 from fastapi.staticfiles import StaticFiles
 
 from app.api import estimate, health, metrics, offers, providers
@@ -15,8 +17,9 @@ from app.core.errors import install_error_handlers
 from app.core.metrics import LatencyMiddleware
 from app.core.security import BodySizeLimitMiddleware, SecurityHeadersMiddleware
 from app.core.settings import Settings, get_settings
+from app.saved import SavedQueryRefresher
 from app.store.db import make_engine, make_session_factory
-from app.web import pages
+from app.web import pages, warm
 
 log = logging.getLogger("gpufit")
 
@@ -43,15 +46,28 @@ def create_app(settings: Settings | None = None, *, scheduler: bool | None = Non
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         sched = None
+        stop_warming = threading.Event()
+        warming = None
+        if settings.warm_on_start:
+            warming = warm.warm_in_background(app.state.session_factory, settings, stop_warming)
         if run_scheduler:
             from app.pipeline.scheduler import start_scheduler
 
-            sched = start_scheduler(settings, engine, app.state.session_factory)
+            sched = start_scheduler(
+                settings,
+                engine,
+                app.state.session_factory,
+                before_commit=warm.warm_after_ingest(settings),
+            )
         try:
             yield
         finally:
             if sched is not None:
                 sched.shutdown(wait=False)
+            stop_warming.set()
+            if warming is not None:
+                warming.join(timeout=10)
+            app.state.saved_refresher.stop()
             engine.dispose()
 
     app = FastAPI(
@@ -63,7 +79,10 @@ def create_app(settings: Settings | None = None, *, scheduler: bool | None = Non
     app.state.settings = settings
     app.state.engine = engine
     app.state.session_factory = make_session_factory(engine)
+    app.state.saved_refresher = SavedQueryRefresher(app.state.session_factory)
     install_error_handlers(app)
+    # Compresses HTML, JSON, CSV and streamed exports alike (pages shrink ~7x).
+    app.add_middleware(GZipMiddleware, minimum_size=1000, compresslevel=5)
     app.add_middleware(LatencyMiddleware)
     app.add_middleware(BodySizeLimitMiddleware)
     app.add_middleware(SecurityHeadersMiddleware)

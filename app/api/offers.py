@@ -12,6 +12,7 @@ from app.fit.query import WorkloadQuery
 from app.fit.serialize import estimate_dict
 from app.queries import OfferFilters, offer_dict, search_offers, to_csv
 from app.web.urls import alternate_links
+from app.web.warm import note_request
 
 router = APIRouter()
 
@@ -24,6 +25,7 @@ def list_offers(
 ) -> Response:
     """Offers matching the filters; with workload params, ranked by fit (fitting ones first)."""
     page = search_offers(session, filters=filters, workload=workload)
+    note_request(request)
     body: dict[str, Any] = {
         "total": page.total,
         "limit": page.limit,

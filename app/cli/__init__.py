@@ -75,8 +75,15 @@ def scrape_cmd(
     except KeyError as exc:
         print(exc.args[0])
         raise typer.Exit(2) from exc
+    from app.web.warm import warm_after_ingest
+
     engine = make_engine(settings.database_url)
-    runner = ScrapeRunner(settings, engine, make_session_factory(engine))
+    runner = ScrapeRunner(
+        settings,
+        engine,
+        make_session_factory(engine),
+        before_commit=warm_after_ingest(settings),
+    )
 
     async def _all() -> list[str]:
         lines = []
@@ -124,11 +131,19 @@ def serve(
 def worker() -> None:
     """Run only the scrape scheduler (no web server)."""
     from app.pipeline.scheduler import run_worker_forever
+    from app.web.warm import warm_after_ingest
 
     _setup_logging()
     settings = get_settings()
     engine = make_engine(settings.database_url)
-    asyncio.run(run_worker_forever(settings, engine, make_session_factory(engine)))
+    asyncio.run(
+        run_worker_forever(
+            settings,
+            engine,
+            make_session_factory(engine),
+            before_commit=warm_after_ingest(settings),
+        )
+    )
 
 
 def _register_optional() -> None:

@@ -49,6 +49,15 @@ class Settings(BaseSettings):
     enabled_scrapers: list[str] = Field(default_factory=list)
     first_run_spread_seconds: float = Field(default=60, ge=0)
     log_level: str = "INFO"
+    # /saved brings stale saved views up to date within this much time per request; the rest
+    # are refreshed in the background and show their counts as of an earlier data version.
+    saved_refresh_budget_ms: float = Field(default=60, ge=0)
+    # How many recently opened table views (besides the default one) an ingest warms.
+    warm_views: int = Field(default=12, ge=0, le=200)
+    # Warm the current data version's views in the background when the app starts.
+    warm_on_start: bool = True
+    # The most rows one streamed export (/export/offers.csv, .jsonl) may hold.
+    export_max_rows: int = Field(default=1_000_000, ge=1)
 
     @field_validator("database_url")
     @classmethod

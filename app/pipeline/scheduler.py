@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
@@ -69,12 +70,18 @@ async def _job(runner: ScrapeRunner, cls: type[Scraper]) -> None:
 
 
 def start_scheduler(
-    settings: Settings, engine: Engine, session_factory: sessionmaker[Session]
+    settings: Settings,
+    engine: Engine,
+    session_factory: sessionmaker[Session],
+    *,
+    before_commit: Callable[[Session], None] | None = None,
 ) -> AsyncIOScheduler:
-    """Start the scheduler on the running event loop (the web app's lifespan)."""
+    """Start the scheduler on the running event loop (the web app's lifespan); `before_commit`
+    runs in each ingest's transaction (ScrapeRunner)."""
     with session_factory.begin() as session:
         close_abandoned_runs(session, utcnow())
-    scheduler = build_scheduler(settings, ScrapeRunner(settings, engine, session_factory))
+    runner = ScrapeRunner(settings, engine, session_factory, before_commit=before_commit)
+    scheduler = build_scheduler(settings, runner)
     scheduler.start()
     log.info("scheduler started", extra={"jobs": len(scheduler.get_jobs())})
     return scheduler
@@ -86,9 +93,10 @@ async def run_worker_forever(
     session_factory: sessionmaker[Session],
     *,
     stop: asyncio.Event | None = None,
+    before_commit: Callable[[Session], None] | None = None,
 ) -> None:
     """`gpufit worker`: run the scheduler until `stop` is set (or forever)."""
-    scheduler = start_scheduler(settings, engine, session_factory)
+    scheduler = start_scheduler(settings, engine, session_factory, before_commit=before_commit)
     try:
         await (stop or asyncio.Event()).wait()
     finally:

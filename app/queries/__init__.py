@@ -14,6 +14,7 @@ from app.queries.assess import (
     offer_facts,
     vram_bounds,
 )
+from app.queries.changes import ChangedMatches, changed_matches, last_change_id
 from app.queries.facets import Facet, FacetValue, RegionGroup, facets, regions_by_continent
 from app.queries.filters import (
     FILTERS,
@@ -53,6 +54,7 @@ from app.queries.rows import (
     count_offers,
     count_where,
     get_offer,
+    get_offers,
     page_rows,
 )
 from app.queries.search import search_offers
@@ -69,6 +71,7 @@ __all__ = [
     "SORT_LABELS",
     "WORKLOAD_KEYS",
     "WORKLOAD_SORTS",
+    "ChangedMatches",
     "Facet",
     "FacetValue",
     "FilterSpec",
@@ -85,6 +88,7 @@ __all__ = [
     "all_rows",
     "assess_row",
     "caption",
+    "changed_matches",
     "cheapest_per_provider",
     "count_offers",
     "count_where",
@@ -93,8 +97,10 @@ __all__ = [
     "filters_from_args",
     "forget_fit_assessments",
     "get_offer",
+    "get_offers",
     "gpu_price_history",
     "job_price",
+    "last_change_id",
     "offer_dict",
     "offer_facts",
     "page_rows",

@@ -192,6 +192,11 @@ class RegionGroup:
     regions: list[FacetValue]
 
 
+# Kept in the shared aggregate cache too, so every process reads what an ingest warmed.
+data_cache.share("facets", Facet, FacetValue)
+data_cache.share("regions", RegionGroup, FacetValue)
+
+
 def regions_by_continent(session: Session, *, filters: OfferFilters) -> list[RegionGroup]:
     """Region choices with counts, grouped by continent (for the region filter); cached."""
     return data_cache.cached(

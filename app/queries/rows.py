@@ -130,6 +130,14 @@ def get_offer(session: Session, *, offer_id: int) -> OfferRow | None:
     return rows[0] if rows else None
 
 
+def get_offers(session: Session, *, ids: Sequence[int]) -> dict[int, OfferRow]:
+    """Offers by id (active or not), in one query; missing ids are left out."""
+    if not ids:
+        return {}
+    rows = fetch_rows(session, row_select().where(Offer.id.in_(sorted(set(ids)))))
+    return {row.id: row for row in rows}
+
+
 @dataclass(frozen=True)
 class RankedOffer:
     """A table row: the offer, and its fit when a workload is set."""
@@ -150,6 +158,9 @@ class OfferPage:
     caption: str
     estimate: MemoryEstimate | None = None
     fitting: int | None = None  # how many offers fit, when a workload is set
+
+
+data_cache.share("count")
 
 
 def count_offers(session: Session, *, filters: OfferFilters) -> int:

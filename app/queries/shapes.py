@@ -76,6 +76,9 @@ class Shape:
     min_job_price: tuple[float | None, float | None]  # lowest job_price: (on demand, spot)
 
 
+data_cache.share("fit_shapes", Shape, OfferFacts)
+
+
 def shape_groups(session: Session, filters: OfferFilters, bounds: VramBounds) -> list[Shape]:
     """The distinct shapes among the prefiltered offers, with counts (cached until an ingest)."""
 

@@ -157,6 +157,34 @@ Index(
 )
 
 
+# The other sorts the table offers (app.queries.filters.order_by renders the same expressions),
+# so each first page and each keyset page (`after=`) is a short index range scan, not a sort.
+# Unknown VRAM sorts last under "most VRAM first": -1 is below every real total.
+NO_VRAM = -1.0
+VRAM_SORT_SQL = func.coalesce(Offer.vram_gib_total, literal(NO_VRAM, Float, literal_execute=True))
+Index(
+    "ix_offers_active_price_order",
+    Offer.active,
+    func.coalesce(Offer.price_per_hour, Offer.spot_price_per_hour),
+    Offer.id,
+)
+Index(
+    "ix_offers_active_vram_order",
+    Offer.active,
+    func.coalesce(Offer.vram_gib_total, literal_column("-1.0")).desc(),
+    _EFFECTIVE_PRICE_PER_GPU,
+    Offer.id,
+)
+Index("ix_offers_active_newest", Offer.active, Offer.first_seen.desc(), Offer.id)
+# The spot market's default order (spot price per GPU-hour).
+Index(
+    "ix_offers_active_spot_price_per_gpu",
+    Offer.active,
+    per_gpu_sql(Offer.spot_price_per_hour.expression),
+    Offer.id,
+)
+
+
 def job_price_sql(*, use_spot: bool) -> ColumnElement[Any]:
     """The hourly price a job on the offer is billed at (app.queries.job_price, in SQL)."""
     spot_listing = func.coalesce(Offer.spot_price_per_hour, Offer.price_per_hour)
@@ -228,26 +256,16 @@ class SavedSearch(Base):
     owner_token: Mapped[str] = mapped_column(String(64), index=True)
     name: Mapped[str] = mapped_column(String(200))
     query: Mapped[str] = mapped_column(Text)
+    # The canonical query's key (app.saved.query_key): searches with the same view share one
+    # SavedQuery, whose counts and feed entries are computed once for all of them.
+    query_key: Mapped[str] = mapped_column(String(64), index=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
-class SavedSearchState(Base):
-    """What a saved search's feed last saw: its best price and when it last looked."""
-
-    __tablename__ = "saved_search_state"
-
-    saved_search_id: Mapped[int] = mapped_column(
-        ForeignKey("saved_searches.id", ondelete="CASCADE"), primary_key=True
-    )
-    checked_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
-    best_price: Mapped[float | None] = mapped_column(Float)
-    best_offer_id: Mapped[int | None] = mapped_column(Integer)
-    match_count: Mapped[int] = mapped_column(Integer, default=0)
-
-
 class SavedSearchEntry(Base):
-    """One Atom feed entry of a saved search: new matching offers, or a lower best price."""
+    """A feed entry of one saved search alone (its "created" entry); the entries a scrape
+    causes belong to its canonical query (SavedQueryEntry), shared by every search of it."""
 
     __tablename__ = "saved_search_entries"
     __table_args__ = (
@@ -273,3 +291,83 @@ class DataVersion(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     token: Mapped[str] = mapped_column(String(32))
     changed_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class OfferChange(Base):
+    """The change log: what each ingest did to each offer, written set-based in its transaction.
+
+    Saved-search feeds read it (new offers, offers back in stock) instead of re-running every
+    search after every scrape. Ids grow in commit order: ingests serialize on the data-version row
+    and write their changes after taking it.
+    """
+
+    __tablename__ = "offer_changes"
+    __table_args__ = (Index("ix_offer_changes_changed_at", "changed_at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    offer_id: Mapped[int] = mapped_column(ForeignKey("offers.id", ondelete="CASCADE"))
+    changed_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    kind: Mapped[str] = mapped_column(String(16))  # new | back | gone | price | availability
+    price_before: Mapped[float | None] = mapped_column(Float)
+    price_after: Mapped[float | None] = mapped_column(Float)
+    spot_before: Mapped[float | None] = mapped_column(Float)
+    spot_after: Mapped[float | None] = mapped_column(Float)
+    availability_before: Mapped[str | None] = mapped_column(String(16))
+    availability_after: Mapped[str | None] = mapped_column(String(16))
+
+
+class SavedQuery(Base):
+    """One distinct saved view (many searches may share it): its counts as of a data version and
+    how far its feed has read the change log."""
+
+    __tablename__ = "saved_queries"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    query: Mapped[str] = mapped_column(Text)
+    version: Mapped[str | None] = mapped_column(String(32))  # data version of the counts
+    computed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    match_count: Mapped[int] = mapped_column(Integer, default=0)
+    best_price: Mapped[float | None] = mapped_column(Float)
+    best_offer_id: Mapped[int | None] = mapped_column(Integer)
+    checked_change_id: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class SavedQueryEntry(Base):
+    """A feed entry of a canonical query (new matching offers, a lower best price, offers back
+    in stock); every saved search of the query shows those made after it was saved."""
+
+    __tablename__ = "saved_query_entries"
+    __table_args__ = (Index("ix_saved_query_entries_key_time", "query_key", "created_at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    query_key: Mapped[str] = mapped_column(ForeignKey("saved_queries.key", ondelete="CASCADE"))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    kind: Mapped[str] = mapped_column(String(16))  # new_offers | price_drop | available
+    title: Mapped[str] = mapped_column(String(300))
+    summary: Mapped[str] = mapped_column(Text)
+    offer_id: Mapped[int | None] = mapped_column(Integer)
+
+
+class AggregateCache(Base):
+    """Aggregates (counts, facets, machine shapes) computed for one data version, shared by every
+    process: the ingesting worker writes them before its commit, so no replica's first request
+    after a scrape computes them (app.store.data_cache)."""
+
+    __tablename__ = "aggregate_cache"
+
+    version: Mapped[str] = mapped_column(String(32), primary_key=True)
+    namespace: Mapped[str] = mapped_column(String(32), primary_key=True)
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class WarmView(Base):
+    """A table view people open (canonical query string): warmed after each ingest."""
+
+    __tablename__ = "warm_views"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    query: Mapped[str] = mapped_column(Text)
+    last_used_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

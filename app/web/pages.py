@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import csv
 import io
+import time
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
@@ -18,10 +20,12 @@ from app.fit.serialize import fit_dict
 from app.pipeline.freshness import provider_statuses
 from app.queries import (
     OfferFilters,
+    OfferRow,
     RankedOffer,
     assess_row,
     cheapest_per_provider,
     get_offer,
+    get_offers,
     gpu_price_history,
     offer_dict,
     price_history,
@@ -29,23 +33,27 @@ from app.queries import (
 )
 from app.saved import (
     OWNER_COOKIE,
+    SavedQueryRefresher,
     SavedSearchError,
     create_saved_search,
     csrf_ok,
     csrf_token,
     delete_saved_search,
     feed_entries,
+    is_current,
     new_token,
     owned_search,
     owned_searches,
-    refresh_saved_search,
+    position,
+    refresh_saved_query,
     rename_saved_search,
+    saved_states,
 )
 from app.saved import (
     by_share_token as saved_by_share_token,
 )
-from app.store.models import SavedSearch, SavedSearchState, utcnow
-from app.web import urls
+from app.store.models import SavedQuery, SavedSearch, utcnow
+from app.web import urls, warm
 from app.web.charts import Series, availability_bands, time_chart
 from app.web.templating import templates
 from app.web.views import gpu_spec, index_context
@@ -143,6 +151,7 @@ def index(
         # Blank form fields mean "no filter": redirect to the canonical, bookmarkable URL.
         return RedirectResponse(urls.url("/", args), status_code=302)
     context = index_context(session, settings, args=args, filters=filters, workload=workload)
+    warm.note_request(request)
     return _render(request, "index.html", context, headers=urls.alternate_links(request))
 
 
@@ -363,52 +372,106 @@ _SAVED_TWINS = [
 ]
 
 
-def _saved_items(session: SessionDep, owner: str | None) -> list[dict[str, Any]]:
-    items = []
-    for search in owned_searches(session, owner_token=owner):
-        refresh_saved_search(session, search=search)
-        state = session.get_one(SavedSearchState, search.id)
-        best = get_offer(session, offer_id=state.best_offer_id) if state.best_offer_id else None
-        items.append({"search": search, "state": state, "best": best})
+@dataclass(frozen=True)
+class SavedItem:
+    """One row of /saved: the search, its view's stored state and that state's best offer."""
+
+    search: SavedSearch
+    state: SavedQuery
+    best: OfferRow | None
+    current: bool  # the counts are those of the current data version
+
+
+def _saved_items(request: Request, session: Session, owner: str | None) -> list[SavedItem]:
+    """This browser's searches with their views' counts, never re-running every search.
+
+    Views left stale by a scrape are brought up to date here while the settings' time budget
+    lasts (each is one search, shared by everyone who saved the same view); the rest go to the
+    background refresher and show their counts as of the data version they were computed for.
+    """
+    searches = owned_searches(session, owner_token=owner)
+    if not searches:
+        return []
+    keys = list(dict.fromkeys(s.query_key for s in searches))
+    states = saved_states(session, keys)
+    for search in searches:
+        if search.query_key not in states:  # a search stored before its view had a state
+            states[search.query_key] = SavedQuery(
+                key=search.query_key, query=search.query, match_count=0, checked_change_id=0
+            )
+            session.add(states[search.query_key])
     session.commit()
-    return items
+    at = position(session)
+    stale = [key for key in keys if not is_current(states[key], at)]
+    settings = request.app.state.settings
+    deadline = time.monotonic() + settings.saved_refresh_budget_ms / 1000
+    left = []
+    for key in stale:
+        if time.monotonic() >= deadline:
+            left.append(key)
+            continue
+        refresh_saved_query(session, key=key)
+        session.commit()
+    refresher: SavedQueryRefresher | None = getattr(request.app.state, "saved_refresher", None)
+    if left and refresher is not None:
+        refresher.submit(left)
+    best = get_offers(
+        session, ids=[s.best_offer_id for s in states.values() if s.best_offer_id is not None]
+    )
+    return [
+        SavedItem(
+            search,
+            states[search.query_key],
+            best.get(states[search.query_key].best_offer_id or -1),
+            is_current(states[search.query_key], at),
+        )
+        for search in searches
+    ]
 
 
-def _saved_public(item: dict[str, Any]) -> dict[str, Any]:
-    search: SavedSearch = item["search"]
-    best = item["best"]
+def _saved_public(item: SavedItem) -> dict[str, Any]:
+    search = item.search
+    computed = item.state.computed_at
     return {
         "name": search.name,
         "query": search.query,
         "share_url": f"/s/{search.share_token}",
         "feed_url": f"/saved/{search.share_token}.atom",
         "created_at": search.created_at.isoformat(),
-        "match_count": item["state"].match_count,
-        "best_price": item["state"].best_price,
-        "best_offer": None if best is None else offer_dict(RankedOffer(best)),
+        "match_count": item.state.match_count,
+        "best_price": item.state.best_price,
+        "best_offer": None if item.best is None else offer_dict(RankedOffer(item.best)),
+        "as_of": None if computed is None else computed.isoformat(),
+        "current": item.current,
     }
 
 
 @router.get("/saved", response_class=HTMLResponse)
 def saved_page(request: Request, session: SessionDep) -> Response:
     """This browser's saved searches with their current best match and match count."""
-    items = _saved_items(session, _owner(request))
+    items = _saved_items(request, session, _owner(request))
     return _render(
-        request, "saved.html", {"items": items}, headers=urls.alternate_links(request, _SAVED_TWINS)
+        request,
+        "saved.html",
+        {"items": items, "stale": any(not item.current for item in items)},
+        headers=urls.alternate_links(request, _SAVED_TWINS),
     )
 
 
 @router.get("/api/saved")
 def saved_json(request: Request, session: SessionDep) -> dict[str, Any]:
     """This browser's saved searches (by its cookie) as JSON."""
-    return {"saved": [_saved_public(i) for i in _saved_items(session, _owner(request))]}
+    return {"saved": [_saved_public(i) for i in _saved_items(request, session, _owner(request))]}
 
 
 @router.get("/saved.csv")
 def saved_csv(request: Request, session: SessionDep) -> Response:
     """This browser's saved searches as CSV."""
-    data = [_saved_public(i) for i in _saved_items(session, _owner(request))]
-    columns = ("name", "query", "share_url", "feed_url", "created_at", "match_count", "best_price")
+    data = [_saved_public(i) for i in _saved_items(request, session, _owner(request))]
+    columns = (
+        "name", "query", "share_url", "feed_url", "created_at", "match_count", "best_price",
+        "as_of", "current",
+    )  # fmt: skip
     return _csv_response(columns, [[d[c] for c in columns] for d in data], request, _SAVED_TWINS)
 
 
@@ -499,7 +562,8 @@ def saved_feed(request: Request, session: SessionDep, share_token: str) -> Respo
     search = saved_by_share_token(session, share_token=share_token)
     if search is None:
         raise HTTPException(404, "No such saved search")
-    refresh_saved_search(session, search=search)
+    # One view, brought up to date for its readers (shared by everyone who saved it).
+    refresh_saved_query(session, key=search.query_key)
     session.commit()
     entries = feed_entries(session, search=search)
     base = str(request.base_url).rstrip("/")
