@@ -33,6 +33,8 @@ def list_offers(
         "sort": page.sort,
         "caption": page.caption,
         "offers": [offer_dict(item) for item in page.offers],
+        # The next page by keyset (`after=`), when the sort has one and more rows follow.
+        "next_after": page.next_after,
     }
     if page.estimate is not None:
         body["workload"] = estimate_dict(page.estimate)

@@ -158,6 +158,7 @@ class OfferPage:
     caption: str
     estimate: MemoryEstimate | None = None
     fitting: int | None = None  # how many offers fit, when a workload is set
+    next_after: str | None = None  # the `after=` cursor of the next page (keyset sorts)
 
 
 data_cache.share("count")

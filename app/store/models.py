@@ -147,7 +147,15 @@ def per_gpu_sql(price: ColumnElement[Any]) -> ColumnElement[float]:
 _EFFECTIVE_PRICE_PER_GPU = per_gpu_sql(
     func.coalesce(Offer.price_per_hour, Offer.spot_price_per_hour)
 )
-Index("ix_offers_active_effective_price", Offer.active, _EFFECTIVE_PRICE_PER_GPU, Offer.id)
+# On Postgres it also carries the columns of its expression, so a deep offset of the default
+# order (offset=90000) is an index-only scan instead of 90,000 heap visits.
+Index(
+    "ix_offers_active_effective_price",
+    Offer.active,
+    _EFFECTIVE_PRICE_PER_GPU,
+    Offer.id,
+    postgresql_include=["price_per_hour", "spot_price_per_hour", "gpu_count"],
+)
 Index(
     "ix_offers_active_gpu_effective_price",
     Offer.active,

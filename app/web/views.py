@@ -98,6 +98,12 @@ def _pagination(args: Args, page: OfferPage) -> list[PageLink]:
         offset = str(index * page.limit) if index else None
         return urls.url("/", urls.replace(args, "offset", offset))
 
+    # Next follows the keyset cursor where the sort has one: one index range scan however deep.
+    following = (
+        urls.url("/", urls.replace(args, "after", page.next_after))
+        if page.next_after
+        else (link(current + 1) if current + 1 < pages else None)
+    )
     out = [PageLink("← Previous", link(current - 1) if current > 0 else None)]
     shown = sorted({0, pages - 1, *range(max(0, current - 2), min(pages, current + 3))})
     last = -1
@@ -106,7 +112,7 @@ def _pagination(args: Args, page: OfferPage) -> list[PageLink]:
             out.append(PageLink("…", None))
         out.append(PageLink(str(index + 1), None if index == current else link(index)))
         last = index
-    out.append(PageLink("Next →", link(current + 1) if current + 1 < pages else None))
+    out.append(PageLink("Next →", following))
     return out
 
 
@@ -146,7 +152,7 @@ def index_context(
     def replace_url(key: str, value: str | None) -> str:
         return urls.url("/", urls.replace(args, key, value))
 
-    query = urls.qs(urls.without(args, "offset"))
+    query = urls.qs(urls.without(args, *urls.PAGE_START))
     return {
         "args": args,
         "arg": lambda key, default="": urls.first(args, key, default),

@@ -14,7 +14,8 @@ Create Date: 2026-12-03
   worker before its commit so every process's first request after a scrape reads them.
 - warm_views: the table views people open, warmed after each ingest.
 - Indexes for the sorts the table offers besides the default one (price, most VRAM, newest, the
-  spot market's price per GPU-hour).
+  spot market's price per GPU-hour); on Postgres the default order's index also covers its
+  expression's columns, so a deep offset of it is an index-only scan.
 """
 
 import hashlib
@@ -58,6 +59,7 @@ PRICE = sa.text("coalesce(price_per_hour, spot_price_per_hour)")
 PRICE_PER_GPU = sa.text("(coalesce(price_per_hour, spot_price_per_hour) / gpu_count)")
 VRAM_DESC = sa.text("coalesce(vram_gib_total, -1.0) DESC")
 SPOT_PER_GPU = sa.text("(spot_price_per_hour / gpu_count)")
+COVERED = ["price_per_hour", "spot_price_per_hour", "gpu_count"]
 
 
 def upgrade() -> None:
@@ -178,6 +180,15 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("key", name=op.f("pk_warm_views")),
     )
 
+    if conn.dialect.name == "postgresql":
+        # The default order's index covers its expression's columns (index-only deep offsets).
+        op.drop_index("ix_offers_active_effective_price", table_name="offers")
+        op.create_index(
+            "ix_offers_active_effective_price",
+            "offers",
+            [sa.column("active"), PRICE_PER_GPU, sa.column("id")],
+            postgresql_include=COVERED,
+        )
     op.create_index(
         "ix_offers_active_price_order", "offers", [sa.column("active"), PRICE, sa.column("id")]
     )
@@ -199,6 +210,13 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    if op.get_bind().dialect.name == "postgresql":
+        op.drop_index("ix_offers_active_effective_price", table_name="offers")
+        op.create_index(
+            "ix_offers_active_effective_price",
+            "offers",
+            [sa.column("active"), PRICE_PER_GPU, sa.column("id")],
+        )
     op.drop_index("ix_offers_active_spot_price_per_gpu", table_name="offers")
     op.drop_index("ix_offers_active_newest", table_name="offers")
     op.drop_index("ix_offers_active_vram_order", table_name="offers")

@@ -219,6 +219,55 @@ def test_pagination_covers_everything_once(client: TestClient, sample_loaded: in
     assert past_end["offers"] == [] and past_end["total"] == sample_loaded
 
 
+@pytest.mark.parametrize(
+    "params",
+    [
+        {},
+        {"sort": "price"},
+        {"sort": "vram"},
+        {"sort": "newest"},
+        {"market": "spot"},
+        {"market": "spot", "sort": "price"},
+        {"sort": "vram", "include_inactive": "true"},
+        {"sort": "newest", "provider": "vastai"},
+    ],
+)
+def test_keyset_pages_walk_the_same_rows_as_offset_pages(
+    client: TestClient,
+    sample_loaded: int,
+    session_factory: sessionmaker[Session],
+    params: dict[str, str],
+) -> None:
+    with session_factory.begin() as session:  # some gone offers for include_inactive
+        session.execute(update(Offer).where(Offer.id % 7 == 0).values(active=False))
+    by_offset = [o["id"] for o in get_all(client, **params)]
+    limit = max(2, min(97, len(by_offset) // 4))  # several pages, ties across their edges
+    ids: list[int] = []
+    after: str | None = None
+    while True:
+        page = {**params, "limit": limit, **({"after": after} if after else {})}
+        body = client.get("/api/offers", params=page).json()
+        assert body["offset"] == len(ids)  # the cursor carries its position
+        ids += [o["id"] for o in body["offers"]]
+        after = body["next_after"]
+        if after is None:
+            break
+    assert ids == by_offset and len(by_offset) == body["total"] > 2 * limit
+
+
+def test_bad_or_foreign_cursor_is_422_naming_after(client: TestClient, sample_loaded: int) -> None:
+    after = client.get("/api/offers", params={"sort": "price"}).json()["next_after"]
+    for params in (
+        {"after": "not-a-cursor"},
+        {"after": after, "sort": "vram"},  # made for another order
+        {"after": after, "sort": "price", "market": "spot"},  # another market's prices
+        {"after": after, "sort": "price", **QLORA_8B},  # ranked tables page by offset
+    ):
+        response = client.get("/api/offers", params=params)
+        assert response.status_code == 422, params
+        assert [d["field"] for d in response.json()["detail"]] == ["after"]
+
+
 def test_csv_twin_matches_json(client: TestClient, sample_loaded: int) -> None:
     params = {"provider": "lambdalabs", "sort": "price", "limit": 200}
     data = client.get("/api/offers", params=params).json()["offers"]
