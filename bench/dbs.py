@@ -32,7 +32,13 @@ from app.store.data_cache import bump_data_version
 from app.store.db import make_engine, make_session_factory, session_scope
 from app.store.migrate import upgrade
 from app.store.models import Provider
-from bench.generate import SEED, SyntheticOffer, generate_offers, history_points
+from bench.generate import (
+    SEED,
+    SyntheticOffer,
+    generate_offers,
+    gpu_price_points,
+    history_points,
+)
 
 OUT = Path(__file__).resolve().parent / "out"
 PG_ADMIN_URL = os.environ.get(
@@ -173,6 +179,16 @@ def sqlite_history_row(row: Row) -> Row:
     return (row[0], row[1], sqlite_dt(row[2]), *row[3:])
 
 
+def sqlite_gpu_price_row(row: Row) -> Row:
+    return (row[0], row[1], sqlite_dt(row[2]), *row[3:])
+
+
+GPU_PRICE_COLUMNS = (
+    "gpu_model_slug", "provider_id", "observed_at", "min_price_per_gpu", "max_price_per_gpu",
+    "offers",
+)  # fmt: skip
+
+
 class Writer:
     """Bulk writer for one database, in one transaction; `close()` commits."""
 
@@ -206,6 +222,11 @@ class Writer:
 
     def write(self, table: str, columns: Sequence[str], rows: Sequence[Row]) -> None:
         start = time.perf_counter()
+        converters = {
+            "offers": sqlite_offer_row,
+            "price_history": sqlite_history_row,
+            "gpu_price_points": sqlite_gpu_price_row,
+        }
         if self.pg is not None:
             with self.pg.cursor() as cur:
                 with cur.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
@@ -213,7 +234,7 @@ class Writer:
                         copy.write_row(row)
         else:
             assert self.lite is not None
-            convert = sqlite_offer_row if table == "offers" else sqlite_history_row
+            convert = converters[table]
             marks = ", ".join("?" * len(columns))
             self.lite.executemany(
                 f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})",
@@ -256,6 +277,7 @@ class LoadResult:
     history: int
     providers: int
     generate_s: float
+    gpu_points: int = 0  # gpu_price_points rows (the GPU pages' per-scrape snapshots)
     load_s: dict[str, float] = field(default_factory=dict)
     analyze_s: dict[str, float] = field(default_factory=dict)
 
@@ -268,6 +290,8 @@ def bulk_load(
     Generation (records and history rows) is timed apart from each database's writes.
     """
     result = LoadResult(offers=0, history=0, providers=0, generate_s=0.0)
+    # (provider, GPU) -> (cheapest, dearest on-demand price per GPU-hour, offers) now listed
+    pairs: dict[tuple[str, str], tuple[float, float, int]] = {}
     writers = [Writer(db) for db in dbs]
     providers: set[str] = set()
     hist_rng = random.Random(seed + 100)
@@ -281,9 +305,16 @@ def bulk_load(
         offer_rows: list[Row] = []
         history_rows: list[Row] = []
         for syn in batch:
-            offer_rows.append(
-                offer_row(next_offer, syn.record, syn.first_seen, syn.last_seen, syn.active)
-            )
+            row = offer_row(next_offer, syn.record, syn.first_seen, syn.last_seen, syn.active)
+            offer_rows.append(row)
+            slug, per_gpu = row[7], syn.record.price_per_gpu_hour
+            if syn.active and slug is not None and per_gpu is not None:
+                low, high, n_pair = pairs.get((syn.record.provider, slug), (per_gpu, per_gpu, 0))
+                pairs[(syn.record.provider, slug)] = (
+                    min(low, per_gpu),
+                    max(high, per_gpu),
+                    n_pair + 1,
+                )
             for point in history_points(syn, hist_rng):
                 history_rows.append((next_point, next_offer, *point))
                 next_point += 1
@@ -298,6 +329,13 @@ def bulk_load(
             w.write("price_history", HISTORY_COLUMNS, history_rows)
         result.offers += len(offer_rows)
         result.history += len(history_rows)
+    start = time.perf_counter()
+    points = list(gpu_price_points(pairs, seed=seed + 3))
+    result.generate_s += time.perf_counter() - start
+    for i in range(0, len(points), chunk):
+        for w in writers:
+            w.write("gpu_price_points", GPU_PRICE_COLUMNS, points[i : i + chunk])
+    result.gpu_points = len(points)
     for w in writers:
         w.close()
         result.load_s[w.db.name] = w.seconds

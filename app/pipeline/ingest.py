@@ -4,7 +4,8 @@ Offers are upserted by (provider, instance type, region, spot). Offers of the sc
 missing from a successful scrape become inactive (kept, with last seen). A price or
 availability change appends a price-history point, and every new, returning, re-priced,
 re-stocked or vanished offer a row of the change log (`offer_changes`), which saved-search feeds
-read. Callers decide whether a scrape is good enough to ingest (`check_sanity`); a rejected scrape
+read; each scraped provider's price range per GPU model is snapshotted (`gpu_price_points`).
+Callers decide whether a scrape is good enough to ingest (`check_sanity`); a rejected scrape
 changes no offer.
 """
 
@@ -15,14 +16,24 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, insert, select, text, update
+from sqlalchemy import delete, func, insert, literal, select, text, update
 from sqlalchemy.orm import Session
 
 from app.gpus.catalog import UNKNOWN
 from app.records import OfferRecord
 from app.regions import continent_for_region
 from app.store.data_cache import bump_data_version
-from app.store.models import GpuModel, Offer, OfferChange, PricePoint, Provider, ScrapeRun
+from app.store.models import (
+    GpuModel,
+    GpuPricePoint,
+    Offer,
+    OfferChange,
+    PricePoint,
+    Provider,
+    ScrapeRun,
+    UTCDateTime,
+    per_gpu_sql,
+)
 
 OfferKey = tuple[str, str, str, bool]
 
@@ -334,6 +345,32 @@ def _log_changes(
     )
 
 
+def _snapshot_gpu_prices(session: Session, providers: Collection[str], now: datetime) -> None:
+    """Record the scraped providers' cheapest and dearest on-demand price per GPU-hour of each
+    GPU model now listed (one INSERT ... SELECT: a few rows per GPU model and provider)."""
+    per_gpu = per_gpu_sql(Offer.price_per_hour.expression)
+    snapshot = (
+        select(
+            Offer.gpu_model_slug,
+            Offer.provider_id,
+            literal(now, UTCDateTime()),
+            func.min(per_gpu),
+            func.max(per_gpu),
+            func.count(),
+        )
+        .where(
+            Offer.provider_id.in_(sorted(providers)),
+            Offer.active.is_(True),
+            Offer.gpu_model_slug.is_not(None),
+            Offer.price_per_hour.is_not(None),
+        )
+        .group_by(Offer.gpu_model_slug, Offer.provider_id)
+    )
+    columns = ["gpu_model_slug", "provider_id", "observed_at", "min_price_per_gpu",
+               "max_price_per_gpu", "offers"]  # fmt: skip
+    session.execute(insert(GpuPricePoint).from_select(columns, snapshot))
+
+
 def _pair(before: tuple[Any, ...] | None, after: tuple[Any, ...] | None) -> tuple[Any, ...]:
     """(price before, after, spot before, after, availability before, after)."""
     b = before or (None, None, None)
@@ -368,6 +405,7 @@ def ingest_records(
     bump_data_version(session, now)
     session.flush()  # the bump's row lock, before any change id is drawn
     _log_changes(session, plan, new_ids, now)
+    _snapshot_gpu_prices(session, providers, now)
     # The writes bypassed the identity map; drop any Offer the session already held.
     session.expire_all()
     return stats

@@ -53,7 +53,7 @@ def bump_data_version(session: Session, now: datetime | None = None) -> None:
 
 def share(namespace: str, *types: type[Any]) -> None:
     """Keep `namespace` in the shared table too; its values are JSON of `types` (dataclasses),
-    tuples, lists, dicts and scalars."""
+    tuples, lists, dicts, datetimes and scalars."""
     _SHARED.add(namespace)
     for cls in types:
         _TYPES[cls.__qualname__] = cls
@@ -142,6 +142,8 @@ def _encode(value: Any) -> Any:
     """JSON-ready form; tuples, dicts and registered dataclasses are tagged to come back."""
     if value is None or isinstance(value, bool | int | float | str):
         return value
+    if isinstance(value, datetime):
+        return {"dt": value.isoformat()}
     if isinstance(value, tuple):
         return {"t": [_encode(v) for v in value]}
     if isinstance(value, list):
@@ -164,6 +166,8 @@ def _decode(data: Any) -> Any:
         return data
     if "t" in data:
         return tuple(_decode(v) for v in data["t"])
+    if "dt" in data:
+        return datetime.fromisoformat(data["dt"])
     if "m" in data:
         return {_decode(k): _decode(v) for k, v in data["m"]}
     cls = _TYPES[data["d"]]  # only registered classes: never an arbitrary constructor

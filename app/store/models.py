@@ -372,10 +372,28 @@ class AggregateCache(Base):
 
 
 class WarmView(Base):
-    """A table view people open (canonical query string): warmed after each ingest."""
+    """A view people open (`/?<query>` or `/gpus/<slug>`, in `query`): warmed after each
+    ingest (app.web.warm)."""
 
     __tablename__ = "warm_views"
 
     key: Mapped[str] = mapped_column(String(64), primary_key=True)
     query: Mapped[str] = mapped_column(Text)
     last_used_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class GpuPricePoint(Base):
+    """Each provider's cheapest and dearest listed on-demand price per GPU-hour of one GPU model
+    at one ingest: the GPU page's price history, a few rows per scrape whatever the offer count
+    (written set-based by app.pipeline.ingest)."""
+
+    __tablename__ = "gpu_price_points"
+    __table_args__ = (Index("ix_gpu_price_points_gpu_time", "gpu_model_slug", "observed_at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    gpu_model_slug: Mapped[str] = mapped_column(String(64))
+    provider_id: Mapped[str] = mapped_column(String(64))
+    observed_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    min_price_per_gpu: Mapped[float] = mapped_column(Float)
+    max_price_per_gpu: Mapped[float] = mapped_column(Float)
+    offers: Mapped[int] = mapped_column(Integer)

@@ -23,10 +23,8 @@ from app.queries import (
     OfferRow,
     RankedOffer,
     assess_row,
-    cheapest_per_provider,
     get_offer,
     get_offers,
-    gpu_price_history,
     offer_dict,
     price_history,
     to_csv,
@@ -56,7 +54,7 @@ from app.store.models import SavedQuery, SavedSearch, utcnow
 from app.web import urls, warm
 from app.web.charts import Series, availability_bands, time_chart
 from app.web.templating import templates
-from app.web.views import gpu_spec, index_context
+from app.web.views import GpuPageData, gpu_page_data, gpu_spec, index_context
 from app.web.workload import WorkloadDep
 
 router = APIRouter(include_in_schema=False)
@@ -237,11 +235,16 @@ def offer_json(session: SessionDep, offer_id: int, workload: WorkloadDep) -> dic
 # GPU model page
 
 
-def _gpu_rows(session: SessionDep, slug: str) -> tuple[Any, list[RankedOffer]]:
+def _gpu_data(session: SessionDep, slug: str) -> tuple[Any, GpuPageData]:
     spec = gpu_spec(session, slug)
     if spec is None:
         raise HTTPException(404, f"No GPU model {slug!r} in the catalog")
-    return spec, [RankedOffer(r) for r in cheapest_per_provider(session, slug=slug)]
+    return spec, gpu_page_data(session, slug)
+
+
+def _gpu_rows(session: SessionDep, slug: str) -> tuple[Any, list[RankedOffer]]:
+    spec, data = _gpu_data(session, slug)
+    return spec, [RankedOffer(r) for r in data.rows]
 
 
 def _gpu_twins(slug: str) -> list[tuple[str, str]]:
@@ -275,16 +278,26 @@ def gpu_json(session: SessionDep, slug: str) -> dict[str, Any]:
 @router.get("/gpus/{slug}", response_class=HTMLResponse)
 def gpu_page(request: Request, session: SessionDep, slug: str) -> Response:
     """Specs with their source, cheapest offers per provider, price history across providers."""
-    spec, rows = _gpu_rows(session, slug)
-    history = gpu_price_history(session, slug=slug)
-    series = [Series(h.provider, f"s{i % 8}", h.points) for i, h in enumerate(history)]
+    spec, data = _gpu_data(session, slug)
+    warm.note_request(request)
+    # One colour per line: the providers cheapest now, the rest left out and said so.
+    series = [
+        Series(h.provider, f"s{i}", h.points, h.ranges)
+        for i, h in enumerate(sorted(data.history, key=lambda h: h.provider))
+    ]
     chart = time_chart(
         series, title=f"{spec.name}: cheapest on-demand price per GPU-hour", unit="per GPU-hour"
     )
     return _render(
         request,
         "gpu.html",
-        {"spec": spec, "rows": rows, "chart": chart},
+        {
+            "spec": spec,
+            "rows": [RankedOffer(r) for r in data.rows],
+            "chart": chart,
+            "providers_drawn": len(series),
+            "providers_total": len(data.providers),
+        },
         headers=urls.alternate_links(request, _gpu_twins(slug)),
     )
 

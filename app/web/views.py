@@ -20,9 +20,13 @@ from app.queries import (
     Facet,
     OfferFilters,
     OfferPage,
+    OfferRow,
+    ProviderHistory,
     RegionGroup,
     active_filters,
+    cheapest_per_provider,
     facets,
+    gpu_price_history,
     regions_by_continent,
     search_offers,
 )
@@ -189,3 +193,23 @@ def gpu_spec(session: Session, slug: str) -> GpuSpec | None:
     if row is None:
         return None
     return GpuSpec(**{f: getattr(row, f) for f in GpuSpec.__dataclass_fields__})
+
+
+MAX_CHART_SERIES = 8  # the chart palette's colours (static/app.css .s0-.s7)
+
+
+@dataclass(frozen=True)
+class GpuPageData:
+    """What a GPU page shows besides specs: cheapest offer per provider, price history."""
+
+    rows: list[OfferRow]  # each provider's cheapest current offer, cheapest first
+    history: list[ProviderHistory]  # of the MAX_CHART_SERIES providers cheapest now
+    providers: list[str]  # every provider listing the GPU now, cheapest first
+
+
+def gpu_page_data(session: Session, slug: str) -> GpuPageData:
+    """The GPU page's offers and chart data (both cached until the next ingest)."""
+    rows = cheapest_per_provider(session, slug=slug)
+    providers = list(dict.fromkeys(row.provider for row in rows))
+    history = gpu_price_history(session, slug=slug, providers=providers[:MAX_CHART_SERIES])
+    return GpuPageData(rows, history, providers)

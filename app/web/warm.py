@@ -1,12 +1,13 @@
-"""Warm the table views for a data version before anyone asks for them.
+"""Warm the table views and GPU pages for a data version before anyone asks for them.
 
 Every ingest changes the data version, so every cached aggregate (counts, facets, regions,
-machine shapes) goes cold with it. The worker that ingested builds the views people open
-(the default `/`, and the views opened recently, `warm_views`) inside the ingest's transaction,
-writing the aggregates to the shared cache table under the new version (app.store.data_cache):
-when the commit makes the data visible, the aggregates are there for every process, so the first
-request after a scrape is as fast as the second. A process starting up does the same in the
-background for the current version (reading what another process warmed, computing the rest).
+machine shapes, GPU price histories) goes cold with it. The worker that ingested builds the
+views people open (the default `/`, and the views opened recently: `warm_views`) inside the
+ingest's transaction, writing the aggregates to the shared cache table under the new version
+(app.store.data_cache): when the commit makes the data visible, the aggregates are there for
+every process, so the first request after a scrape is as fast as the second. A process starting
+up does the same in the background for the current version (reading what another process
+warmed, computing the rest).
 """
 
 from __future__ import annotations
@@ -33,54 +34,61 @@ from app.queries import filters_from_args, workload_from_args
 from app.store import data_cache
 from app.store.models import WarmView, utcnow
 from app.web import urls
-from app.web.views import index_context
+from app.web.views import gpu_page_data, index_context
 
 log = logging.getLogger("gpufit.warm")
 
 # Keys that pick the page, not the view: the aggregates are the same for every page.
 PAGE_KEYS = ("offset", "limit", "after")
-DEFAULT_VIEW = ""  # `/` with no parameters
+DEFAULT_VIEW = "/"  # the table with no parameters
+GPU_PAGE = "/gpus/"
 # A view is noted (one upsert) at most this often per process, and forgotten after VIEW_TTL.
 NOTE_EVERY_S = 300.0
 VIEW_TTL = timedelta(days=7)
 _NOTED_MAX = 4096
 
-_noted: OrderedDict[str, float] = OrderedDict()
+_noted: OrderedDict[tuple[str, str], float] = OrderedDict()  # (database, view) -> when
 _noted_lock = threading.Lock()
 
 
-def view_query(request: Request) -> str:
-    """The canonical query string of the view a table request shows (page keys left out)."""
-    return urls.qs(urls.without(urls.args_of(request), *PAGE_KEYS))
+def view_of(request: Request) -> str:
+    """The view a request shows, as the path that warms it: `/?<query without page keys>` for
+    the table and its JSON twin, `/gpus/<slug>` for a GPU page and its twin."""
+    path = request.url.path
+    if path.startswith(GPU_PAGE) or path.startswith("/api" + GPU_PAGE):
+        return GPU_PAGE + path.rsplit("/", 1)[-1]
+    return urls.url(DEFAULT_VIEW, urls.without(urls.args_of(request), *PAGE_KEYS))
 
 
-def _key(query: str) -> str:
-    return hashlib.sha256(query.encode()).hexdigest()
+def _key(view: str) -> str:
+    return hashlib.sha256(view.encode()).hexdigest()
 
 
 def note_request(request: Request) -> None:
-    """Remember that this table view was opened, so ingests keep it warm (throttled)."""
-    query = view_query(request)
-    if query == DEFAULT_VIEW:
+    """Remember that this view was opened, so ingests keep it warm (throttled)."""
+    view = view_of(request)
+    if view == DEFAULT_VIEW:
         return  # always warmed
     now = time.monotonic()
+    factory = request.app.state.session_factory
+    key = (str(factory.kw["bind"].url), view)
     with _noted_lock:
-        last = _noted.get(query)
+        last = _noted.get(key)
         if last is not None and now - last < NOTE_EVERY_S:
             return
-        _noted[query] = now
-        _noted.move_to_end(query)
+        _noted[key] = now
+        _noted.move_to_end(key)
         while len(_noted) > _NOTED_MAX:
             _noted.popitem(last=False)
     try:
-        with request.app.state.session_factory.begin() as session:
-            _upsert(session, query, utcnow())
+        with factory.begin() as session:
+            _upsert(session, view, utcnow())
     except Exception:  # noqa: BLE001 - remembering a view must never fail the request
         log.warning("could not note a warm view", exc_info=True)
 
 
-def _upsert(session: Session, query: str, now: datetime) -> None:
-    row = {"key": _key(query), "query": query, "last_used_at": now}
+def _upsert(session: Session, view: str, now: datetime) -> None:
+    row = {"key": _key(view), "query": view, "last_used_at": now}
     update = {"last_used_at": now}
     if session.get_bind().dialect.name == "postgresql":
         pg = postgresql.insert(WarmView).values(row)
@@ -110,11 +118,17 @@ class WarmReport:
     version: str | None
 
 
-def warm_views(session: Session, settings: Settings, queries: list[str]) -> tuple[int, int]:
-    """Build each view as `/` would (its rows, counts, facets, regions, ranking shapes), which
-    leaves every aggregate it reads cached; returns (built, failed)."""
+def warm_views(session: Session, settings: Settings, views: list[str]) -> tuple[int, int]:
+    """Build each view as its page would (a table's rows, counts, facets, regions and ranking
+    shapes; a GPU page's offers and chart), which leaves every aggregate it reads cached;
+    returns (built, failed)."""
     built = failed = 0
-    for query in queries:
+    for view in views:
+        if view.startswith(GPU_PAGE):
+            gpu_page_data(session, view.removeprefix(GPU_PAGE))
+            built += 1
+            continue
+        query = view.partition("?")[2]
         args = [(k, v) for k, v in parse_qsl(query, keep_blank_values=False) if v.strip()]
         try:
             filters = filters_from_args(args)
@@ -135,9 +149,9 @@ def warm_data_version(session: Session, settings: Settings) -> WarmReport:
     version = data_cache.data_version(session)
     if version is None:
         return WarmReport(0, 0, 0.0, None)
-    queries = hot_views(session, limit=settings.warm_views)
+    views = hot_views(session, limit=settings.warm_views)
     with data_cache.writing_shared(session):
-        built, failed = warm_views(session, settings, queries)
+        built, failed = warm_views(session, settings, views)
     data_cache.prune_shared(session, keep_version=version)
     session.execute(delete(WarmView).where(WarmView.last_used_at < utcnow() - VIEW_TTL))
     report = WarmReport(built, failed, time.perf_counter() - started, version)

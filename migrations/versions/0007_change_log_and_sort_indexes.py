@@ -13,6 +13,8 @@ Create Date: 2026-12-03
 - aggregate_cache: counts, facets and machine shapes per data version, written by the ingesting
   worker before its commit so every process's first request after a scrape reads them.
 - warm_views: the table views people open, warmed after each ingest.
+- gpu_price_points: per ingest, each provider's cheapest and dearest listed price per GPU-hour
+  of each GPU model (the GPU page's chart), seeded from the recorded price history.
 - Indexes for the sorts the table offers besides the default one (price, most VRAM, newest, the
   spot market's price per GPU-hour); on Postgres the default order's index also covers its
   expression's columns, so a deep offset of it is an index-only scan.
@@ -180,6 +182,31 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("key", name=op.f("pk_warm_views")),
     )
 
+    op.create_table(
+        "gpu_price_points",
+        sa.Column("id", sa.Integer(), nullable=False),
+        sa.Column("gpu_model_slug", sa.String(length=64), nullable=False),
+        sa.Column("provider_id", sa.String(length=64), nullable=False),
+        sa.Column("observed_at", utc, nullable=False),
+        sa.Column("min_price_per_gpu", sa.Float(), nullable=False),
+        sa.Column("max_price_per_gpu", sa.Float(), nullable=False),
+        sa.Column("offers", sa.Integer(), nullable=False),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_gpu_price_points")),
+    )
+    op.create_index(
+        "ix_gpu_price_points_gpu_time", "gpu_price_points", ["gpu_model_slug", "observed_at"]
+    )
+    # Seeded from the recorded history: per provider and observation, the range of the prices
+    # recorded then (what the GPU page drew before this table existed).
+    op.execute(
+        "INSERT INTO gpu_price_points (gpu_model_slug, provider_id, observed_at, "
+        "min_price_per_gpu, max_price_per_gpu, offers) "
+        "SELECT o.gpu_model_slug, o.provider_id, h.observed_at, "
+        "min(h.price_per_hour / o.gpu_count), max(h.price_per_hour / o.gpu_count), count(*) "
+        "FROM price_history h JOIN offers o ON o.id = h.offer_id "
+        "WHERE o.gpu_model_slug IS NOT NULL AND h.price_per_hour IS NOT NULL "
+        "GROUP BY o.gpu_model_slug, o.provider_id, h.observed_at"
+    )
     if conn.dialect.name == "postgresql":
         # The default order's index covers its expression's columns (index-only deep offsets).
         op.drop_index("ix_offers_active_effective_price", table_name="offers")
@@ -217,6 +244,8 @@ def downgrade() -> None:
             "offers",
             [sa.column("active"), PRICE_PER_GPU, sa.column("id")],
         )
+    op.drop_index("ix_gpu_price_points_gpu_time", table_name="gpu_price_points")
+    op.drop_table("gpu_price_points")
     op.drop_index("ix_offers_active_spot_price_per_gpu", table_name="offers")
     op.drop_index("ix_offers_active_newest", table_name="offers")
     op.drop_index("ix_offers_active_vram_order", table_name="offers")

@@ -159,6 +159,61 @@ def test_gpu_page_specs_cheapest_per_provider_and_history(
     assert csv_text.count("\n") == len(providers) + 1
 
 
+def test_gpu_history_is_each_scrapes_cheapest_listed_price_per_provider(
+    client: TestClient, session_factory: sessionmaker[Session]
+) -> None:
+    from app.queries import gpu_price_history
+
+    t0 = utcnow() - timedelta(days=2)
+    dear = record(instance_type="test.8xh100.b", price_per_hour=32.0)
+    ingest(session_factory, [record(price_per_hour=24.0), dear], now=t0)
+    # A day later the dearer offer is cheaper: the cheapest listed price drops to $2.50/GPU-h.
+    cheaper = [
+        record(price_per_hour=24.0),
+        record(instance_type="test.8xh100.b", price_per_hour=20),
+    ]
+    ingest(session_factory, cheaper, now=t0 + timedelta(days=1))
+    with session_factory() as session:
+        (history,) = gpu_price_history(session, slug="h100-sxm", buckets=10)
+    assert history.provider == "testcloud"
+    assert [p for _, p in history.points] == [3.0, 2.5]  # per GPU-hour, one bucket per scrape
+    assert history.ranges[0][2:] == (3.0, 3.0)
+    html = client.get("/gpus/h100-sxm", headers=HTML).text
+    assert '<path class="line s0"' in html and "testcloud" in html
+
+
+def test_gpu_page_stays_small_with_long_histories(
+    client: TestClient, session_factory: sessionmaker[Session]
+) -> None:
+    """A year of hourly snapshots for 12 providers: one step per bucket, 8 lines, no markers."""
+    from app.store.models import GpuPricePoint
+
+    ingest(
+        session_factory,
+        [record(provider=f"p{p:02d}", price_per_hour=8.0 * (2 + p / 10)) for p in range(12)],
+        source="p",
+    )
+    start = utcnow() - timedelta(days=365)
+    with session_factory.begin() as session:
+        session.add_all(
+            GpuPricePoint(
+                gpu_model_slug="h100-sxm",
+                provider_id=f"p{p:02d}",
+                observed_at=start + timedelta(hours=h),
+                min_price_per_gpu=2.0 + p / 10 + (h % 24) / 100,
+                max_price_per_gpu=4.0,
+                offers=3,
+            )
+            for p in range(12)
+            for h in range(0, 365 * 24, 3)
+        )
+    html = client.get("/gpus/h100-sxm", headers=HTML).text
+    assert len(html.encode()) < 200_000
+    assert "<circle" not in html and html.count('<path class="line') == 8
+    assert "The 8 providers cheapest now are drawn, of the 12 listing it." in html
+    assert all(f"p{p:02d}" in html for p in range(8))
+
+
 def test_providers_page_and_twins(client: TestClient, sample_loaded: int) -> None:
     html = client.get("/providers", headers=HTML).text
     api = client.get("/api/providers").json()["providers"]
