@@ -15,6 +15,7 @@ from app.queries.assess import (
     vram_bounds,
 )
 from app.queries.changes import ChangedMatches, changed_matches, last_change_id
+from app.queries.export import export_batches
 from app.queries.facets import Facet, FacetValue, RegionGroup, facets, regions_by_continent
 from app.queries.filters import (
     FILTERS,
@@ -32,7 +33,7 @@ from app.queries.history import (
     gpu_price_history,
     price_history,
 )
-from app.queries.output import FIT_FIELDS, OFFER_FIELDS, offer_dict, to_csv
+from app.queries.output import FIT_FIELDS, OFFER_FIELDS, csv_rows, json_lines, offer_dict, to_csv
 from app.queries.params import (
     DEFAULT_LIMIT,
     DEFAULT_SORT,
@@ -92,7 +93,9 @@ __all__ = [
     "cheapest_per_provider",
     "count_offers",
     "count_where",
+    "csv_rows",
     "effective_sort",
+    "export_batches",
     "facets",
     "filters_from_args",
     "forget_fit_assessments",
@@ -100,6 +103,7 @@ __all__ = [
     "get_offers",
     "gpu_price_history",
     "job_price",
+    "json_lines",
     "last_change_id",
     "offer_dict",
     "offer_facts",

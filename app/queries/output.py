@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import csv
+import io
+import json
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -81,16 +84,29 @@ def _csv_cell(value: Any) -> Any:
     return value
 
 
-def to_csv(items: Sequence[RankedOffer], *, with_fit: bool) -> str:
-    """CSV text with a header row; the columns are the JSON fields in the same order."""
-    import csv
-    import io
+def csv_columns(*, with_fit: bool) -> list[str]:
+    """The CSV header: the JSON fields in the same order (fit ones with a workload)."""
+    return [*OFFER_FIELDS, "url", *(FIT_FIELDS if with_fit else ())]
 
-    columns = [*OFFER_FIELDS, "url", *(FIT_FIELDS if with_fit else ())]
+
+def csv_rows(items: Sequence[RankedOffer], *, with_fit: bool, header: bool = False) -> str:
+    """CSV lines of `items` (after a header row with `header`)."""
+    columns = csv_columns(with_fit=with_fit)
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(columns)
+    if header:
+        writer.writerow(columns)
     for item in items:
         data = offer_dict(item)
         writer.writerow([_csv_cell(data.get(c)) for c in columns])
     return buffer.getvalue()
+
+
+def to_csv(items: Sequence[RankedOffer], *, with_fit: bool) -> str:
+    """CSV text with a header row; the columns are the JSON fields in the same order."""
+    return csv_rows(items, with_fit=with_fit, header=True)
+
+
+def json_lines(items: Sequence[RankedOffer]) -> str:
+    """One JSON object per line (JSON Lines), the fields of /api/offers' offers."""
+    return "".join(json.dumps(offer_dict(item), separators=(",", ":")) + "\n" for item in items)

@@ -124,6 +124,11 @@ def fetch_rows(session: Session, stmt: Select[Any]) -> list[OfferRow]:
     return [_to_row(r) for r in session.execute(stmt)]
 
 
+def rows_of(raw: Sequence[Sequence[Any]]) -> list[OfferRow]:
+    """OfferRows of rows of `row_select()` already fetched (e.g. a streamed batch)."""
+    return [_to_row(r) for r in raw]
+
+
 def get_offer(session: Session, *, offer_id: int) -> OfferRow | None:
     """One offer by id (active or not), or None."""
     rows = fetch_rows(session, row_select().where(Offer.id == offer_id))

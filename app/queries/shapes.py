@@ -12,6 +12,7 @@ from sqlalchemy import (
     Boolean,
     ColumnElement,
     Float,
+    Select,
     String,
     and_,
     bindparam,
@@ -242,6 +243,21 @@ def ranked_ids(
             for s, f in fitting
             if (c := _min_cost(s, f, use_spot)) is not None and c <= max_cost
         ]
+    stmt = ranked_stmt(session, filters=filters, bounds=bounds, fitting=fitting,
+                       use_spot=use_spot, max_cost=max_cost)  # fmt: skip
+    return list(session.scalars(stmt.limit(limit).offset(offset)))
+
+
+def ranked_stmt(
+    session: Session,
+    *,
+    filters: OfferFilters,
+    bounds: VramBounds,
+    fitting: Sequence[tuple[Shape, OfferFit]],
+    use_spot: bool,
+    max_cost: float | None = None,
+) -> Select[Any]:
+    """Ids of the fitting offers in rank_key order (all of them, or those within `max_cost`)."""
     table = _shapes_table(session, fitting, with_rank=True, max_cost=max_cost)
     # A column that is NULL in every VALUES row has no type on Postgres: cast it.
     cost = cast(table.c.billed_hours, Float) * job_price_sql(use_spot=use_spot)
@@ -252,15 +268,13 @@ def ranked_ids(
         .join(table, _matches(table))
         .where(*where_clauses(filters), shape_member_clause(bounds))
         .order_by(cost.asc().nulls_last(), *ties, hours.asc().nulls_last(), Offer.id.asc())
-        .limit(limit)
-        .offset(offset)
     )
     if max_cost is not None:
         # The per-shape price ceiling is implied by the cost bound; it is what lets the
         # shape index (ix_offers_active_shape_job_price) read only the offers that can make it.
         price = job_price_sql(use_spot=use_spot)
         stmt = stmt.where(cost <= max_cost, price <= cast(table.c.max_price, Float))
-    return list(session.scalars(stmt))
+    return stmt
 
 
 def member_ids(
@@ -281,16 +295,43 @@ def member_ids(
     """
     if limit <= 0 or not members:
         return []
+    stmt = member_stmt(session, filters=filters, bounds=bounds, members=members, others=others)
+    return list(session.scalars(stmt.order_by(*order).limit(limit).offset(offset)))
+
+
+def member_stmt(
+    session: Session,
+    *,
+    filters: OfferFilters,
+    bounds: VramBounds,
+    members: Sequence[tuple[Shape, OfferFit]],
+    others: Sequence[tuple[Shape, OfferFit]],
+) -> Select[Any]:
+    """Ids (unordered) of the prefiltered offers whose shape is among `members`."""
     stmt = select(Offer.id).where(*where_clauses(filters))
     if len(members) <= len(others):
         table = _shapes_table(session, members, with_rank=False)
-        stmt = stmt.join(table, _matches(table)).where(shape_member_clause(bounds))
-    else:
-        stmt = stmt.where(candidate_clause(bounds))
-        table = _shapes_table(session, others, with_rank=False) if others else None
-        if table is not None:
-            stmt = stmt.where(~exists().where(_matches(table)))
-    return list(session.scalars(stmt.order_by(*order).limit(limit).offset(offset)))
+        return stmt.join(table, _matches(table)).where(shape_member_clause(bounds))
+    stmt = stmt.where(candidate_clause(bounds))
+    table = _shapes_table(session, others, with_rank=False) if others else None
+    if table is not None:
+        stmt = stmt.where(~exists().where(_matches(table)))
+    return stmt
+
+
+def assessed_shapes(
+    session: Session, *, filters: OfferFilters, assess: Assessor, shapes: Sequence[Shape]
+) -> tuple[list[tuple[Shape, OfferFit]], list[tuple[Shape, OfferFit]]]:
+    """The shapes with their fit, split into (fitting, near misses)."""
+    # Assessing hundreds of shapes takes tens of ms, and even as Assessor cache hits about 4 ms
+    # (8B QLoRA, 100k offers); the list changes only with the data.
+    assessed: list[tuple[Shape, OfferFit]] = data_cache.cached(
+        session,
+        "fit_assessed",
+        (filters_key(filters), assess.workload.model_dump_json(), assess.use_spot),
+        lambda: [(shape, assess(shape.facts)) for shape in shapes],
+    )
+    return [(s, f) for s, f in assessed if f.fits], [(s, f) for s, f in assessed if not f.fits]
 
 
 def sql_head(
@@ -303,16 +344,7 @@ def sql_head(
     shapes: Sequence[Shape],
 ) -> RankedHead:
     """The page's fitting offers and near misses, ordered and paged by the database."""
-    # Assessing hundreds of shapes takes tens of ms, and even as Assessor cache hits about 4 ms
-    # (8B QLoRA, 100k offers); the list changes only with the data.
-    assessed: list[tuple[Shape, OfferFit]] = data_cache.cached(
-        session,
-        "fit_assessed",
-        (filters_key(filters), assess.workload.model_dump_json(), assess.use_spot),
-        lambda: [(shape, assess(shape.facts)) for shape in shapes],
-    )
-    fitting = [(s, f) for s, f in assessed if f.fits]
-    missed = [(s, f) for s, f in assessed if not f.fits]
+    fitting, missed = assessed_shapes(session, filters=filters, assess=assess, shapes=shapes)
     n_fit, n_missed = sum(s.count for s, _ in fitting), sum(s.count for s, _ in missed)
     start, stop = filters.offset, filters.offset + filters.limit
     wanted = min(stop, n_fit) - start

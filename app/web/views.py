@@ -157,6 +157,7 @@ def index_context(
         return urls.url("/", urls.replace(args, key, value))
 
     query = urls.qs(urls.without(args, *urls.PAGE_START))
+    whole_view = urls.without(args, *urls.PAGE_START, "limit")
     return {
         "args": args,
         "arg": lambda key, default="": urls.first(args, key, default),
@@ -179,6 +180,8 @@ def index_context(
         "query": query,
         "json_url": urls.url("/api/offers", args),
         "csv_url": urls.url("/offers.csv", args),
+        "export_csv_url": urls.url("/export/offers.csv", whole_view),
+        "export_jsonl_url": urls.url("/export/offers.jsonl", whole_view),
         "gpu_choices": _gpu_choices(session, by_key.get("gpu")),
         "banners": banners(session, settings),
     }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from typing import Any
 
 import pytest
@@ -11,6 +12,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.core.settings import Settings
+from app.main import create_app
 from app.queries import OfferFilters, count_offers, facets
 from app.store.models import Offer
 from tests.web.helpers import QLORA_8B
@@ -319,3 +322,52 @@ def test_unfiltered_facets_from_one_scan_match_counts(session: Session, sample_l
     for value in by_key["billing"].values:
         narrowed = OfferFilters.model_validate({"billing": [value.value]})
         assert value.count == count_offers(session, filters=narrowed)
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"provider": ["vastai", "lambdalabs"], "sort": "price"},
+        {},
+        QLORA_8B,
+        {**QLORA_8B, "sort": "price", "fits_only": "true"},
+        {"model": "llama-3.1-70b", "method": "full", "sort": "vram"},
+    ],
+)
+def test_export_streams_the_whole_view_in_its_order(
+    client: TestClient, sample_loaded: int, params: dict[str, Any]
+) -> None:
+    view = get_all(client, **params)
+    csv_response = client.get("/export/offers.csv", params={**params, "limit": 5, "offset": 7})
+    assert csv_response.status_code == 200
+    disposition = csv_response.headers["content-disposition"]
+    assert disposition.startswith('attachment; filename="gpufit-offers-')
+    assert disposition.endswith('.csv"')
+    assert csv_response.headers["x-total-count"] == str(len(view))
+    rows = list(csv.DictReader(io.StringIO(csv_response.text)))
+    assert [int(r["id"]) for r in rows] == [o["id"] for o in view]  # no page: all, in order
+    lines = client.get("/export/offers.jsonl", params=params).text.splitlines()
+    objects = [json.loads(line) for line in lines]
+    assert objects == view  # the same objects as /api/offers, every one
+    if "model" in params:
+        assert [r["fits"] for r in rows] == [str(o["fits"]) for o in view]
+
+
+def test_export_refuses_views_over_the_row_limit(
+    settings: Settings, session_factory: sessionmaker[Session], sample_loaded: int
+) -> None:
+    app = create_app(settings.model_copy(update={"export_max_rows": 100}), scheduler=False)
+    with TestClient(app) as limited:
+        response = limited.get("/export/offers.csv")
+        assert response.status_code == 422 and "narrow the filters" in response.json()["detail"]
+        small = limited.get("/export/offers.jsonl", params={"provider": "paperspace"})
+        assert small.status_code == 200 and 0 < len(small.text.splitlines()) <= 100
+
+
+def test_responses_are_gzipped(client: TestClient, sample_loaded: int) -> None:
+    for path in ("/", "/api/offers", "/offers.csv", "/export/offers.csv", "/gpus/h100-sxm"):
+        response = client.get(path, headers={"accept-encoding": "gzip"})
+        assert response.headers.get("content-encoding") == "gzip", path
+        assert response.headers.get("vary") == "Accept-Encoding", path
+    plain = client.get("/", headers={"accept-encoding": "identity"})
+    assert "content-encoding" not in plain.headers
