@@ -25,7 +25,7 @@ from app.queries.rows import RankedOffer, get_offers, row_select, rows_of
 from app.queries.shapes import assessed_shapes, member_stmt, ranked_stmt, shape_groups
 from app.store.models import Offer
 
-BATCH = 1000
+BATCH = 5000
 _STREAM = {"stream_results": True, "yield_per": BATCH}
 
 
@@ -41,7 +41,8 @@ def export_batches(
     left = max_rows
     if workload is None:
         stmt = row_select().where(*where_clauses(filters)).order_by(*order_by(sort, filters))
-        result = session.execute(stmt.execution_options(**_STREAM))
+        # Core execution: plain rows, no ORM bookkeeping per row.
+        result = session.connection().execute(stmt.execution_options(**_STREAM))
         for part in result.partitions():
             rows = rows_of(part)[:left]
             left -= len(rows)
@@ -103,7 +104,7 @@ def _ranked_id_batches(
 
 
 def _id_batches(session: Session, stmt: Select[Any]) -> Iterator[list[int]]:
-    result = session.execute(stmt.execution_options(**_STREAM))
+    result = session.connection().execute(stmt.execution_options(**_STREAM))
     try:
         for part in result.partitions():
             yield [row[0] for row in part]
