@@ -1,5 +1,10 @@
 """The bench's own databases (SQLite file under bench/out/, Postgres `gpufit_bench`) and bulk load.
 
+Both names are settings: GPUFIT_BENCH_PG_DB (or `python -m bench.run --pg-db NAME`) names the
+Postgres database, whose size variants add a suffix (`_1m`), and GPUFIT_BENCH_PG_ADMIN_URL the
+server; the SQLite files live in this checkout's bench/out/. Two benches on one server must use
+different names: each drops and re-creates its databases.
+
 Bulk load writes the offers table and the price history straight through the driver: Postgres
 `COPY ... FROM STDIN` (psycopg `cursor.copy`), SQLite `executemany` in one transaction. Ids are
 assigned by the loader (offers 1..n, history 1..m) and the Postgres sequences are moved past them.
@@ -114,15 +119,25 @@ def reset_db(db: BenchDb) -> None:
 
 
 @contextmanager
-def scrape_landing(db: BenchDb) -> Iterator[Callable[[], None]]:
-    """Yields a function that does to the app's caches what every ingest does: a new
-    data-version token (app.store.data_cache.bump_data_version) in its own transaction."""
+def scrape_landing(db: BenchDb, *, warm: bool = True) -> Iterator[Callable[[], float]]:
+    """Yields a function that does to the app's caches what every scrape does: a new
+    data-version token (app.store.data_cache.bump_data_version) and, as the scrape runner's
+    before-commit hook does (app.web.warm), the new version's views warmed, in one transaction.
+    It returns the warm's seconds (0 with `warm=False`)."""
+    from app.core.settings import Settings
+    from app.web.warm import warm_data_version
+
     engine = make_engine(db.url)
     sessions = make_session_factory(engine)
+    settings = Settings(database_url=db.url, _env_file=None)
 
-    def land() -> None:
+    def land() -> float:
         with session_scope(sessions) as session:
             bump_data_version(session)
+            session.flush()
+            if not warm:
+                return 0.0
+            return warm_data_version(session, settings).seconds
 
     try:
         yield land
@@ -130,10 +145,10 @@ def scrape_landing(db: BenchDb) -> Iterator[Callable[[], None]]:
         engine.dispose()
 
 
-def bench_dbs(pg: bool, tag: str = "") -> list[BenchDb]:
+def bench_dbs(pg: bool, tag: str = "", *, pg_db: str | None = None) -> list[BenchDb]:
     dbs = [BenchDb("sqlite", f"sqlite:///{OUT / f'bench{tag}.db'}")]
     if pg:
-        dbs.append(BenchDb("postgres", pg_url(PG_DB + tag)))
+        dbs.append(BenchDb("postgres", pg_url((pg_db or PG_DB) + tag)))
     return dbs
 
 

@@ -49,9 +49,10 @@ class Settings(BaseSettings):
     enabled_scrapers: list[str] = Field(default_factory=list)
     first_run_spread_seconds: float = Field(default=60, ge=0)
     log_level: str = "INFO"
-    # /saved brings stale saved views up to date within this much time per request; the rest
-    # are refreshed in the background and show their counts as of an earlier data version.
-    saved_refresh_budget_ms: float = Field(default=60, ge=0)
+    # /saved shows each saved view's counts as of the data version they were computed for and
+    # refreshes stale ones in the background; a budget above 0 refreshes them in the request
+    # first, while it lasts (fresher counts, slower first view after a scrape).
+    saved_refresh_budget_ms: float = Field(default=0, ge=0)
     # How many recently opened table views (besides the default one) an ingest warms.
     warm_views: int = Field(default=12, ge=0, le=200)
     # Warm the current data version's views in the background when the app starts.
