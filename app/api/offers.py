@@ -15,15 +15,7 @@ from app.core.settings import Settings
 from app.fit import Workload
 from app.fit.query import WorkloadQuery
 from app.fit.serialize import estimate_dict
-from app.queries import (
-    OfferFilters,
-    csv_rows,
-    export_batches,
-    json_lines,
-    offer_dict,
-    search_offers,
-    to_csv,
-)
+from app.queries import OfferFilters, export_lines, offer_dict, search_offers, to_csv
 from app.store.models import utcnow
 from app.web.urls import alternate_links
 from app.web.warm import note_request
@@ -102,17 +94,13 @@ def _export(
             "export may hold (GPUFIT_EXPORT_MAX_ROWS); narrow the filters",
         )
     factory = request.app.state.session_factory
-    with_fit = workload is not None
 
     def body() -> Iterator[bytes]:
         # Its own session: the request's closes before a streamed body is sent.
         with factory() as own:
-            if fmt == "csv":
-                yield csv_rows([], with_fit=with_fit, header=True).encode()
-            for batch in export_batches(
-                own, filters=whole, workload=workload, max_rows=settings.export_max_rows
+            for text in export_lines(
+                own, filters=whole, workload=workload, max_rows=settings.export_max_rows, fmt=fmt
             ):
-                text = csv_rows(batch, with_fit=with_fit) if fmt == "csv" else json_lines(batch)
                 yield text.encode()
 
     stamp = utcnow().strftime("%Y%m%d-%H%M")

@@ -54,7 +54,7 @@ class Settings(BaseSettings):
     # first, while it lasts (fresher counts, slower first view after a scrape).
     saved_refresh_budget_ms: float = Field(default=0, ge=0)
     # How many recently opened table views (besides the default one) an ingest warms.
-    warm_views: int = Field(default=12, ge=0, le=200)
+    warm_views: int = Field(default=8, ge=0, le=200)
     # Warm the current data version's views in the background when the app starts.
     warm_on_start: bool = True
     # The most rows one streamed export (/export/offers.csv, .jsonl) may hold.

@@ -15,7 +15,7 @@ from app.queries.assess import (
     vram_bounds,
 )
 from app.queries.changes import ChangedMatches, changed_matches, last_change_id
-from app.queries.export import export_batches
+from app.queries.export import export_batches, export_lines
 from app.queries.facets import Facet, FacetValue, RegionGroup, facets, regions_by_continent
 from app.queries.filters import (
     FILTERS,
@@ -96,6 +96,7 @@ __all__ = [
     "csv_rows",
     "effective_sort",
     "export_batches",
+    "export_lines",
     "facets",
     "filters_from_args",
     "forget_fit_assessments",

@@ -7,10 +7,11 @@ import io
 import json
 from collections.abc import Sequence
 from dataclasses import fields
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any
 
 from app.fit.serialize import fit_dict
+from app.gpus.catalog import UNKNOWN
 from app.queries.rows import OfferRow, RankedOffer
 
 OFFER_FIELDS = (
@@ -78,6 +79,55 @@ def _offer_values(row: OfferRow) -> list[Any]:
         if value is not None:
             values[i] = value.isoformat()
     return values
+
+
+# The same values straight from a row of `row_select()` (streamed exports skip OfferRow): its
+# columns are OfferRow's fields in order; the two fallbacks are those of rows._to_row.
+_ROW_FIELDS = [f.name for f in fields(OfferRow)]
+_RAW_VALUES = itemgetter(*(_ROW_FIELDS.index(f) for f in OFFER_FIELDS))
+_RAW_ID = _ROW_FIELDS.index("id")
+_SLUG_POS = OFFER_FIELDS.index("gpu_model")
+_NAME_POS = OFFER_FIELDS.index("gpu_name")
+_RAW_NAME_POS = OFFER_FIELDS.index("gpu_raw_name")
+
+
+def _raw_values(raw: Sequence[Any]) -> list[Any]:
+    """OFFER_FIELDS' values of a raw `row_select()` row, as `_offer_values` of its OfferRow."""
+    values = list(_RAW_VALUES(raw))
+    if values[_SLUG_POS] is None:
+        values[_SLUG_POS] = UNKNOWN
+    if not values[_NAME_POS]:
+        values[_NAME_POS] = values[_RAW_NAME_POS]
+    for i in _TIME_POS:
+        value = values[i]
+        if value is not None:
+            values[i] = value.isoformat()
+    return values
+
+
+def raw_csv_rows(raws: Sequence[Sequence[Any]]) -> str:
+    """`csv_rows` (no fit columns) of raw `row_select()` rows."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    for raw in raws:
+        values = _raw_values(raw)
+        for i in _TEXT_POS:
+            text = values[i]
+            if text and text.startswith(_FORMULA_START):
+                values[i] = "'" + text
+        values.append(f"/offers/{raw[_RAW_ID]}")
+        writer.writerow(values)
+    return buffer.getvalue()
+
+
+def raw_json_lines(raws: Sequence[Sequence[Any]]) -> str:
+    """`json_lines` (no fit) of raw `row_select()` rows."""
+    lines = []
+    for raw in raws:
+        data = dict(zip(OFFER_FIELDS, _raw_values(raw), strict=True))
+        data["url"] = f"/offers/{raw[_RAW_ID]}"
+        lines.append(json.dumps(data, separators=(",", ":")) + "\n")
+    return "".join(lines)
 
 
 def offer_dict(item: RankedOffer) -> dict[str, Any]:

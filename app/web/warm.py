@@ -38,8 +38,9 @@ from app.web.views import gpu_page_data, index_context
 
 log = logging.getLogger("gpufit.warm")
 
-# Keys that pick the page, not the view: the aggregates are the same for every page.
-PAGE_KEYS = ("offset", "limit", "after")
+# Keys that pick the page or its order, not the view: the aggregates (counts, facets, regions,
+# ranking shapes) are the same for every page and every sort of a view.
+PAGE_KEYS = ("offset", "limit", "after", "sort")
 DEFAULT_VIEW = "/"  # the table with no parameters
 GPU_PAGE = "/gpus/"
 # A view is noted (one upsert) at most this often per process, and forgotten after VIEW_TTL.
