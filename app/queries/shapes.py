@@ -75,6 +75,10 @@ class Shape:
     facts: OfferFacts  # price-free
     count: int
     min_job_price: tuple[float | None, float | None]  # lowest job_price: (on demand, spot)
+    # Highest job_price, and how many offers have one, per market: every priced offer of the
+    # shape costs at most billed hours x the highest (ranked_ids' second bound).
+    max_job_price: tuple[float | None, float | None] = (None, None)
+    priced: tuple[int, int] = (0, 0)
 
 
 data_cache.share("fit_shapes", Shape, OfferFacts)
@@ -92,6 +96,10 @@ def shape_groups(session: Session, filters: OfferFilters, bounds: VramBounds) ->
                 func.count().label("n"),
                 func.min(job_price_sql(use_spot=False)).label("min_on_demand"),
                 func.min(job_price_sql(use_spot=True)).label("min_spot"),
+                func.max(job_price_sql(use_spot=False)).label("max_on_demand"),
+                func.max(job_price_sql(use_spot=True)).label("max_spot"),
+                func.count(job_price_sql(use_spot=False)).label("priced_on_demand"),
+                func.count(job_price_sql(use_spot=True)).label("priced_spot"),
             )
             .where(*where_clauses(filters), candidate_clause(bounds))
             .group_by(*_SHAPE_COLUMNS)
@@ -103,11 +111,16 @@ def shape_groups(session: Session, filters: OfferFilters, bounds: VramBounds) ->
             groups.c.n,
             groups.c.min_on_demand,
             groups.c.min_spot,
+            groups.c.max_on_demand,
+            groups.c.max_spot,
+            groups.c.priced_on_demand,
+            groups.c.priced_spot,
         ).outerjoin(GpuModel, GpuModel.slug == groups.c.gpu_model_slug)
         out = []
         for row in session.connection().execute(stmt).all():
             slug, count_, vram, interconnect, network, gbps, billing, spot, availability = row[:9]
-            bf16, fp16, memory, nvlink, n, min_on_demand, min_spot = row[9:]
+            bf16, fp16, memory, nvlink, n, min_on_demand, min_spot = row[9:16]
+            max_on_demand, max_spot, priced_on_demand, priced_spot = row[16:]
             facts = OfferFacts(
                 gpu_count=count_,
                 vram_gib_per_gpu=vram,
@@ -133,7 +146,16 @@ def shape_groups(session: Session, filters: OfferFilters, bounds: VramBounds) ->
                 bool(spot),
                 availability,
             )
-            out.append(Shape(key, facts, int(n), (min_on_demand, min_spot)))
+            out.append(
+                Shape(
+                    key,
+                    facts,
+                    int(n),
+                    (min_on_demand, min_spot),
+                    (max_on_demand, max_spot),
+                    (int(priced_on_demand), int(priced_spot)),
+                )
+            )
         return out
 
     cache_key = (filters_key(filters), bounds.per_gpu_gib, bounds.total_gib)
@@ -217,6 +239,12 @@ def _min_cost(shape: Shape, fit: OfferFit, use_spot: bool) -> float | None:
     return None if fit.billed_hours is None or price is None else fit.billed_hours * price
 
 
+def _max_cost(shape: Shape, fit: OfferFit, use_spot: bool) -> float | None:
+    """The dearest job cost among the shape's priced offers."""
+    price = shape.max_job_price[use_spot]
+    return None if fit.billed_hours is None or price is None else fit.billed_hours * price
+
+
 def ranked_ids(
     session: Session,
     *,
@@ -229,14 +257,27 @@ def ranked_ids(
 ) -> list[int]:
     """Ids of one page of the fitting offers in rank_key order, sorted by the database.
 
-    Pruned first: each shape's cheapest offer costs `_min_cost`, so the k-th smallest of those
-    (k = offset + limit) bounds the cost of the whole page; only shapes at or under it can
-    contribute, and only their offers at or under it are sorted.
+    Pruned first by a bound on the page's dearest cost (k = offset + limit offers are at or
+    under it, so no offer above it is on the page): each shape's cheapest offer costs
+    `_min_cost`, so the k-th smallest of those is one; and every priced offer of a shape costs
+    at most `_max_cost`, so taking shapes by that until they hold k priced offers gives
+    another. Only shapes at or under the smaller can contribute, and only their offers at or
+    under it are sorted (a 1,000-row page, more than there are shapes, no longer sorts them all).
     """
     if limit <= 0 or not fitting:
         return []
+    k = offset + limit
     costs = sorted(c for s, f in fitting if (c := _min_cost(s, f, use_spot)) is not None)
-    max_cost = costs[offset + limit - 1] if len(costs) >= offset + limit else None
+    bounds_found = [costs[k - 1]] if len(costs) >= k else []
+    held = 0
+    for cost, priced in sorted(
+        (c, s.priced[use_spot]) for s, f in fitting if (c := _max_cost(s, f, use_spot)) is not None
+    ):
+        held += priced
+        if held >= k:
+            bounds_found.append(cost)
+            break
+    max_cost = min(bounds_found) if bounds_found else None
     if max_cost is not None:
         fitting = [
             (s, f)

@@ -85,11 +85,15 @@ def cached(session: Session, namespace: str, key: Hashable, compute: Callable[[]
             value: T = _entries[full_key]
             return value
     shared = namespace in _SHARED
-    digest = hashlib.sha256(repr(key).encode()).hexdigest() if shared else ""
+    digest = hashlib.sha256(repr((key, _format())).encode()).hexdigest() if shared else ""
     stored = _read_shared(session, version, namespace, digest) if shared else None
+    value = _MISSING
     if stored is not None:
-        value = _decode(json.loads(stored))
-    else:
+        try:
+            value = _decode(json.loads(stored))
+        except (KeyError, TypeError, ValueError):
+            value = _MISSING  # written by other code (a deploy); computed afresh below
+    if value is _MISSING:
         # Outside the lock: two threads may both compute; both get equal values.
         value = compute()
         if shared and session.info.get(_WRITE_SHARED):
@@ -99,6 +103,18 @@ def cached(session: Session, namespace: str, key: Hashable, compute: Callable[[]
         while len(_entries) > MAX_ENTRIES:
             _entries.popitem(last=False)
     return value
+
+
+_MISSING: Any = object()
+
+
+def _format() -> str:
+    """The registered dataclasses' fields: part of every shared key, so values written by code
+    whose dataclasses differ (another release) are never read back."""
+    return ";".join(
+        f"{name}:{','.join(f.name for f in dataclasses.fields(cls))}"
+        for name, cls in sorted(_TYPES.items())
+    )
 
 
 def _read_shared(session: Session, version: str, namespace: str, digest: str) -> str | None:
