@@ -429,39 +429,37 @@ def _refresh(session: Session, key: str, now: datetime) -> int:
     return len(entries)
 
 
+# Entries read from the change log: (changes.changed_matches kind, entry kind, title).
+_CHANGE_ENTRIES = (
+    ("new", "new_offers", "{n} new offer(s) match “{{name}}”"),
+    ("available", "available", "{n} offer(s) matching “{{name}}” available again"),
+)
+
+
 def _change_entries(
     session: Session, state: SavedQuery, parsed: ParsedQuery, upto: int, now: datetime
 ) -> list[SavedQueryEntry]:
     out = []
-    filters, workload, after = parsed.filters, parsed.workload, state.checked_change_id
-    fresh = changed_matches(
-        session, filters=filters, workload=workload, after=after, upto=upto, kind="new"
-    )
-    if fresh.count:
-        out.append(
-            SavedQueryEntry(
-                query_key=state.key,
-                created_at=now,
-                kind="new_offers",
-                title=f"{fresh.count} new offer(s) match “{{name}}”",
-                summary=_listing(fresh.best, fresh.count),
-                offer_id=fresh.best[0].row.id,
-            )
+    for change, kind, title in _CHANGE_ENTRIES:
+        found = changed_matches(
+            session,
+            filters=parsed.filters,
+            workload=parsed.workload,
+            after=state.checked_change_id,
+            upto=upto,
+            kind=change,
         )
-    back = changed_matches(
-        session, filters=filters, workload=workload, after=after, upto=upto, kind="available"
-    )
-    if back.count:
-        out.append(
-            SavedQueryEntry(
-                query_key=state.key,
-                created_at=now,
-                kind="available",
-                title=f"{back.count} offer(s) matching “{{name}}” available again",
-                summary=_listing(back.best, back.count),
-                offer_id=back.best[0].row.id,
+        if found.count:
+            out.append(
+                SavedQueryEntry(
+                    query_key=state.key,
+                    created_at=now,
+                    kind=kind,
+                    title=title.format(n=found.count),
+                    summary=_listing(found.best, found.count),
+                    offer_id=found.best[0].row.id,
+                )
             )
-        )
     return out
 
 
