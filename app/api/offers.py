@@ -72,6 +72,7 @@ def export_jsonl(
     return _export(request, session, settings, filters, workload, fmt="jsonl")
 
 
+EXPORT_CHUNK_BYTES = 1 << 20
 _MEDIA = {"csv": "text/csv; charset=utf-8", "jsonl": "application/jsonl; charset=utf-8"}
 
 
@@ -96,12 +97,22 @@ def _export(
     factory = request.app.state.session_factory
 
     def body() -> Iterator[bytes]:
-        # Its own session: the request's closes before a streamed body is sent.
+        # Its own session: the request's closes before a streamed body is sent. Batches are
+        # joined into ~1 MB chunks: each chunk costs a thread hop, which 100 small ones make
+        # a third of a 90k-row export.
         with factory() as own:
+            chunk: list[bytes] = []
+            size = 0
             for text in export_lines(
                 own, filters=whole, workload=workload, max_rows=settings.export_max_rows, fmt=fmt
             ):
-                yield text.encode()
+                chunk.append(text.encode())
+                size += len(chunk[-1])
+                if size >= EXPORT_CHUNK_BYTES:
+                    yield b"".join(chunk)
+                    chunk, size = [], 0
+            if chunk:
+                yield b"".join(chunk)
 
     stamp = utcnow().strftime("%Y%m%d-%H%M")
     return StreamingResponse(

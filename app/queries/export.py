@@ -22,7 +22,7 @@ from app.queries.in_memory import in_memory_head
 from app.queries.output import csv_rows, json_lines, raw_csv_rows, raw_json_lines
 from app.queries.params import WORKLOAD_SORTS, OfferFilters
 from app.queries.ranking import MAX_SQL_SHAPES
-from app.queries.rows import RankedOffer, get_offers, row_select, rows_of
+from app.queries.rows import TEXT_TIME_COLUMNS, RankedOffer, get_offers, row_select, rows_of
 from app.queries.shapes import assessed_shapes, member_stmt, ranked_stmt, shape_groups
 from app.store.models import Offer
 
@@ -55,7 +55,11 @@ def export_lines(
 
 def _raw_batches(session: Session, filters: OfferFilters, max_rows: int) -> Iterator[Sequence[Any]]:
     sort = effective_sort(filters, has_workload=False)
-    stmt = row_select().where(*where_clauses(filters)).order_by(*order_by(sort, filters))
+    stmt = (
+        row_select(TEXT_TIME_COLUMNS)
+        .where(*where_clauses(filters))
+        .order_by(*order_by(sort, filters))
+    )
     # Core execution through a server-side cursor: plain rows, BATCH at a time.
     result = session.connection().execute(stmt.execution_options(**_STREAM))
     left = max_rows
@@ -78,8 +82,18 @@ def export_batches(
 ) -> Iterator[list[RankedOffer]]:
     """Batches of at most BATCH rows of the whole view (no page), at most `max_rows` in all."""
     if workload is None:
-        for raws in _raw_batches(session, filters, max_rows):
-            yield [RankedOffer(row) for row in rows_of(raws)]
+        sort = effective_sort(filters, has_workload=False)
+        stmt = row_select().where(*where_clauses(filters)).order_by(*order_by(sort, filters))
+        result = session.connection().execute(stmt.execution_options(**_STREAM))
+        left = max_rows
+        try:
+            for part in result.partitions():
+                yield [RankedOffer(row) for row in rows_of(part[:left])]
+                left -= len(part)
+                if left <= 0:
+                    return
+        finally:
+            result.close()
         return
     assess = Assessor(workload, use_spot=filters.market == "spot")
     left = max_rows

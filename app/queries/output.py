@@ -81,8 +81,8 @@ def _offer_values(row: OfferRow) -> list[Any]:
     return values
 
 
-# The same values straight from a row of `row_select()` (streamed exports skip OfferRow): its
-# columns are OfferRow's fields in order; the two fallbacks are those of rows._to_row.
+# The same values straight from a row of `row_select(TEXT_TIME_COLUMNS)` (streamed exports skip
+# OfferRow): its columns are OfferRow's fields in order; the fallbacks are rows._to_row's.
 _ROW_FIELDS = [f.name for f in fields(OfferRow)]
 _RAW_VALUES = itemgetter(*(_ROW_FIELDS.index(f) for f in OFFER_FIELDS))
 _RAW_ID = _ROW_FIELDS.index("id")
@@ -91,8 +91,16 @@ _NAME_POS = OFFER_FIELDS.index("gpu_name")
 _RAW_NAME_POS = OFFER_FIELDS.index("gpu_raw_name")
 
 
+def iso_utc(text: str) -> str:
+    """`datetime.isoformat()` of a UTC time given as 'YYYY-MM-DDTHH:MM:SS.ffffff' text."""
+    if text.endswith(".000000"):
+        text = text[:-7]  # isoformat leaves out a zero fraction
+    return text + "+00:00"
+
+
 def _raw_values(raw: Sequence[Any]) -> list[Any]:
-    """OFFER_FIELDS' values of a raw `row_select()` row, as `_offer_values` of its OfferRow."""
+    """OFFER_FIELDS' values of a raw row of `row_select(TEXT_TIME_COLUMNS)`, as
+    `_offer_values` of its OfferRow."""
     values = list(_RAW_VALUES(raw))
     if values[_SLUG_POS] is None:
         values[_SLUG_POS] = UNKNOWN
@@ -101,12 +109,12 @@ def _raw_values(raw: Sequence[Any]) -> list[Any]:
     for i in _TIME_POS:
         value = values[i]
         if value is not None:
-            values[i] = value.isoformat()
+            values[i] = iso_utc(value)
     return values
 
 
 def raw_csv_rows(raws: Sequence[Sequence[Any]]) -> str:
-    """`csv_rows` (no fit columns) of raw `row_select()` rows."""
+    """`csv_rows` (no fit columns) of raw `row_select(TEXT_TIME_COLUMNS)` rows."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     for raw in raws:
@@ -121,7 +129,7 @@ def raw_csv_rows(raws: Sequence[Sequence[Any]]) -> str:
 
 
 def raw_json_lines(raws: Sequence[Sequence[Any]]) -> str:
-    """`json_lines` (no fit) of raw `row_select()` rows."""
+    """`json_lines` (no fit) of raw `row_select(TEXT_TIME_COLUMNS)` rows."""
     lines = []
     for raw in raws:
         data = dict(zip(OFFER_FIELDS, _raw_values(raw), strict=True))

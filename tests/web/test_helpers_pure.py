@@ -91,3 +91,11 @@ def test_long_series_are_downsampled_to_buckets_with_their_ranges() -> None:
     few = points[:50]
     assert downsample(Series("p", "s0", few)).points == few
     assert str(time_chart([Series("p", "s0", few)], title="t")).count("<circle") == 50
+
+
+def test_export_time_text_matches_isoformat() -> None:
+    from app.queries.output import iso_utc
+
+    for when in (T0, T0 + timedelta(microseconds=120), T0 + timedelta(days=400, seconds=59)):
+        text = when.strftime("%Y-%m-%dT%H:%M:%S.%f")
+        assert iso_utc(text) == when.isoformat()
