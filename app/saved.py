@@ -63,6 +63,7 @@ _KEY_IGNORED = _PAGE_KEYS | {"sort"}
 _PRICE_EPSILON = 1e-9
 _NEW_OFFERS_LISTED = 10
 FEED_ENTRIES = 50
+REFRESH_PAUSE_S = 0.01
 
 
 def new_token() -> str:
@@ -571,6 +572,8 @@ class SavedQueryRefresher:
                     self._pending.discard(key)
                     if not self._pending:
                         self._idle.notify_all()
+            # A breath between views: requests share this process's interpreter lock.
+            self._stop.wait(REFRESH_PAUSE_S)
 
     def wait_idle(self, timeout: float = 10.0) -> bool:
         """Wait until nothing is queued (tests, shutdown); False on timeout."""
