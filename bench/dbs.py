@@ -1,5 +1,10 @@
 """The bench's own databases (SQLite file under bench/out/, Postgres `gpufit_bench`) and bulk load.
 
+Both names are settings: GPUFIT_BENCH_PG_DB (or `python -m bench.run --pg-db NAME`) names the
+Postgres database, whose size variants add a suffix (`_1m`), and GPUFIT_BENCH_PG_ADMIN_URL the
+server; the SQLite files live in this checkout's bench/out/. Two benches on one server must use
+different names: each drops and re-creates its databases.
+
 Bulk load writes the offers table and the price history straight through the driver: Postgres
 `COPY ... FROM STDIN` (psycopg `cursor.copy`), SQLite `executemany` in one transaction. Ids are
 assigned by the loader (offers 1..n, history 1..m) and the Postgres sequences are moved past them.
@@ -32,7 +37,13 @@ from app.store.data_cache import bump_data_version
 from app.store.db import make_engine, make_session_factory, session_scope
 from app.store.migrate import upgrade
 from app.store.models import Provider
-from bench.generate import SEED, SyntheticOffer, generate_offers, history_points
+from bench.generate import (
+    SEED,
+    SyntheticOffer,
+    generate_offers,
+    gpu_price_points,
+    history_points,
+)
 
 OUT = Path(__file__).resolve().parent / "out"
 PG_ADMIN_URL = os.environ.get(
@@ -108,15 +119,25 @@ def reset_db(db: BenchDb) -> None:
 
 
 @contextmanager
-def scrape_landing(db: BenchDb) -> Iterator[Callable[[], None]]:
-    """Yields a function that does to the app's caches what every ingest does: a new
-    data-version token (app.store.data_cache.bump_data_version) in its own transaction."""
+def scrape_landing(db: BenchDb, *, warm: bool = True) -> Iterator[Callable[[], float]]:
+    """Yields a function that does to the app's caches what every scrape does: a new
+    data-version token (app.store.data_cache.bump_data_version) and, as the scrape runner's
+    before-commit hook does (app.web.warm), the new version's views warmed, in one transaction.
+    It returns the warm's seconds (0 with `warm=False`)."""
+    from app.core.settings import Settings
+    from app.web.warm import warm_data_version
+
     engine = make_engine(db.url)
     sessions = make_session_factory(engine)
+    settings = Settings(database_url=db.url, _env_file=None)
 
-    def land() -> None:
+    def land() -> float:
         with session_scope(sessions) as session:
             bump_data_version(session)
+            session.flush()
+            if not warm:
+                return 0.0
+            return warm_data_version(session, settings).seconds
 
     try:
         yield land
@@ -124,10 +145,10 @@ def scrape_landing(db: BenchDb) -> Iterator[Callable[[], None]]:
         engine.dispose()
 
 
-def bench_dbs(pg: bool, tag: str = "") -> list[BenchDb]:
+def bench_dbs(pg: bool, tag: str = "", *, pg_db: str | None = None) -> list[BenchDb]:
     dbs = [BenchDb("sqlite", f"sqlite:///{OUT / f'bench{tag}.db'}")]
     if pg:
-        dbs.append(BenchDb("postgres", pg_url(PG_DB + tag)))
+        dbs.append(BenchDb("postgres", pg_url((pg_db or PG_DB) + tag)))
     return dbs
 
 
@@ -173,6 +194,16 @@ def sqlite_history_row(row: Row) -> Row:
     return (row[0], row[1], sqlite_dt(row[2]), *row[3:])
 
 
+def sqlite_gpu_price_row(row: Row) -> Row:
+    return (row[0], row[1], sqlite_dt(row[2]), *row[3:])
+
+
+GPU_PRICE_COLUMNS = (
+    "gpu_model_slug", "provider_id", "observed_at", "min_price_per_gpu", "max_price_per_gpu",
+    "offers",
+)  # fmt: skip
+
+
 class Writer:
     """Bulk writer for one database, in one transaction; `close()` commits."""
 
@@ -206,6 +237,11 @@ class Writer:
 
     def write(self, table: str, columns: Sequence[str], rows: Sequence[Row]) -> None:
         start = time.perf_counter()
+        converters = {
+            "offers": sqlite_offer_row,
+            "price_history": sqlite_history_row,
+            "gpu_price_points": sqlite_gpu_price_row,
+        }
         if self.pg is not None:
             with self.pg.cursor() as cur:
                 with cur.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
@@ -213,7 +249,7 @@ class Writer:
                         copy.write_row(row)
         else:
             assert self.lite is not None
-            convert = sqlite_offer_row if table == "offers" else sqlite_history_row
+            convert = converters[table]
             marks = ", ".join("?" * len(columns))
             self.lite.executemany(
                 f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})",
@@ -256,6 +292,7 @@ class LoadResult:
     history: int
     providers: int
     generate_s: float
+    gpu_points: int = 0  # gpu_price_points rows (the GPU pages' per-scrape snapshots)
     load_s: dict[str, float] = field(default_factory=dict)
     analyze_s: dict[str, float] = field(default_factory=dict)
 
@@ -268,6 +305,8 @@ def bulk_load(
     Generation (records and history rows) is timed apart from each database's writes.
     """
     result = LoadResult(offers=0, history=0, providers=0, generate_s=0.0)
+    # (provider, GPU) -> (cheapest, dearest on-demand price per GPU-hour, offers) now listed
+    pairs: dict[tuple[str, str], tuple[float, float, int]] = {}
     writers = [Writer(db) for db in dbs]
     providers: set[str] = set()
     hist_rng = random.Random(seed + 100)
@@ -281,9 +320,16 @@ def bulk_load(
         offer_rows: list[Row] = []
         history_rows: list[Row] = []
         for syn in batch:
-            offer_rows.append(
-                offer_row(next_offer, syn.record, syn.first_seen, syn.last_seen, syn.active)
-            )
+            row = offer_row(next_offer, syn.record, syn.first_seen, syn.last_seen, syn.active)
+            offer_rows.append(row)
+            slug, per_gpu = row[7], syn.record.price_per_gpu_hour
+            if syn.active and slug is not None and per_gpu is not None:
+                low, high, n_pair = pairs.get((syn.record.provider, slug), (per_gpu, per_gpu, 0))
+                pairs[(syn.record.provider, slug)] = (
+                    min(low, per_gpu),
+                    max(high, per_gpu),
+                    n_pair + 1,
+                )
             for point in history_points(syn, hist_rng):
                 history_rows.append((next_point, next_offer, *point))
                 next_point += 1
@@ -298,6 +344,13 @@ def bulk_load(
             w.write("price_history", HISTORY_COLUMNS, history_rows)
         result.offers += len(offer_rows)
         result.history += len(history_rows)
+    start = time.perf_counter()
+    points = list(gpu_price_points(pairs, seed=seed + 3))
+    result.generate_s += time.perf_counter() - start
+    for i in range(0, len(points), chunk):
+        for w in writers:
+            w.write("gpu_price_points", GPU_PRICE_COLUMNS, points[i : i + chunk])
+    result.gpu_points = len(points)
     for w in writers:
         w.close()
         result.load_s[w.db.name] = w.seconds

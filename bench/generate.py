@@ -435,3 +435,32 @@ def reprice(
         out.append(r.model_copy(update=update))
         changed += 1
     return out, changed
+
+
+# How often the synthetic providers were scraped: marketplaces hourly, list-price clouds every 6 h.
+SCRAPE_EVERY_HOURS = {True: 1.0, False: 6.0}
+GpuPriceRow = tuple[str, str, datetime, float, float, int]
+
+
+def is_marketplace(provider: str) -> bool:
+    return any(provider == m or provider.startswith(m + "-") for m in MARKETPLACES)
+
+
+def gpu_price_points(
+    pairs: dict[tuple[str, str], tuple[float, float, int]],
+    *,
+    seed: int = SEED + 3,
+    now: datetime = FIXED_NOW,
+) -> Iterator[GpuPriceRow]:
+    """What ingest snapshots per scrape (gpu_price_points) for each (provider, GPU model) pair:
+    (slug, provider, time, cheapest, dearest on-demand price per GPU-hour, offers) at every
+    scrape over the history window, the prices walking around the pair's current range."""
+    rng = random.Random(seed)
+    window = timedelta(days=HISTORY_DAYS)
+    for (provider, slug), (low, high, count) in sorted(pairs.items()):
+        step = timedelta(hours=SCRAPE_EVERY_HOURS[is_marketplace(provider)])
+        at, factor = now - window, 1.0
+        while at <= now:
+            yield (slug, provider, at, round(low * factor, 6), round(high * factor, 6), count)
+            factor = min(1.3, max(0.75, factor * rng.lognormvariate(0.0, 0.02)))
+            at += step

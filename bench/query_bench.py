@@ -190,6 +190,20 @@ def serve(
 
     With `scheduler_env` (GPUFIT_* settings for the scrapes), the scheduler runs in the workers.
     """
+    with serve_process(db, workers, log_name, scheduler_env=scheduler_env) as (base, _pid):
+        yield base
+
+
+@contextmanager
+def serve_process(
+    db: BenchDb,
+    workers: int = 1,
+    log_name: str = "server",
+    *,
+    scheduler_env: dict[str, str] | None = None,
+) -> Iterator[tuple[str, int]]:
+    """`serve`, yielding the base URL and the server's pid (with 1 worker, the process that
+    serves the requests)."""
     port = free_port()
     env = {
         **os.environ,
@@ -223,7 +237,7 @@ def serve(
             if time.monotonic() > deadline:
                 raise RuntimeError(f"server did not come up; see {log.name}")
             time.sleep(0.2)
-        yield base
+        yield base, proc.pid
     finally:
         _stop(proc)
         log.close()
@@ -355,56 +369,77 @@ def time_sql(conn: RawConnection, fs: FilterSet, repeat: int, warmup: int = 2) -
 COLD_SAMPLES = 5
 
 
-def time_cold(
-    client: httpx.Client, land: Callable[[], None], path: str, samples: int = COLD_SAMPLES
-) -> Timing:
-    """Requests each right after a data-version bump: the first visitor after a scrape."""
-    latencies: list[float] = []
-    failures = 0
-    status = None
+def cold_timings(
+    client: httpx.Client, land: Callable[[], float], paths: list[str], samples: int
+) -> tuple[dict[str, Timing], list[float]]:
+    """First requests after a scrape: `samples` times, a scrape lands (new data version, its
+    views warmed by the worker that ingested, as app.web.warm does before the commit), then each
+    path is requested once. Returns per path (p50, max) and the warms' seconds."""
+    latencies: dict[str, list[float]] = {p: [] for p in paths}
+    failures: dict[str, int] = dict.fromkeys(paths, 0)
+    status: dict[str, int | None] = dict.fromkeys(paths)
+    warms = []
     for _ in range(samples):
-        land()
-        start = time.perf_counter()
-        try:
-            response = client.get(path)
-            _ = response.content
-            status = response.status_code
-            failures += status >= 400
-        except httpx.HTTPError:
-            failures += 1
-        latencies.append(time.perf_counter() - start)
-    return Timing(
-        p50_ms=percentile(latencies, 50) * 1000,
-        p95_ms=max(latencies) * 1000,  # with 5 samples the max is the honest tail
-        n=samples,
-        failures=failures,
-        status=status,
-    )
+        warms.append(land())
+        for path in paths:
+            start = time.perf_counter()
+            try:
+                response = client.get(path)
+                _ = response.content
+                status[path] = response.status_code
+                failures[path] += response.status_code >= 400
+            except httpx.HTTPError:
+                failures[path] += 1
+            latencies[path].append(time.perf_counter() - start)
+    return {
+        path: Timing(
+            p50_ms=percentile(times, 50) * 1000,
+            p95_ms=max(times) * 1000,  # with a few samples the max is the honest tail
+            n=samples,
+            failures=failures[path],
+            status=status[path],
+        )
+        for path, times in latencies.items()
+    }, warms
 
 
-def run_query_bench(db: BenchDb, repeat: int) -> tuple[list[QueryRow], str | None]:
-    """Latency rows per filter set; the second value notes endpoints that are not there."""
+@dataclass
+class QueryBench:
+    rows: list[QueryRow]
+    note: str | None  # endpoints not in the tree
+    warm_s: list[float]  # each landing's warm (the ingesting worker's before-commit work)
+
+
+def run_query_bench(db: BenchDb, repeat: int, cold_samples: int = COLD_SAMPLES) -> QueryBench:
+    """Latency rows per filter set, warm and first-after-a-scrape."""
     rows: list[QueryRow] = []
     conn = RawConnection(db)
     note = None
     with (
         serve(db, workers=1, log_name=f"query-{db.name}") as base,
         scrape_landing(db) as land,
-        httpx.Client(base_url=base, timeout=60) as client,
+        httpx.Client(base_url=base, timeout=120) as client,
     ):
         if client.get("/api/offers").status_code == 404:
             note = "GET /api/offers is not in the tree yet (404)"
+        warm: list[tuple[FilterSet, Timing, Timing, Timing]] = []
         for fs in filter_sets():
             suffix = f"?{fs.query}" if fs.query else ""
             api = time_http(client, f"/api/offers{suffix}", repeat)
             page = time_http(client, f"/{suffix}", repeat)
-            sql = time_sql(conn, fs, repeat)
-            api_cold = time_cold(client, land, f"/api/offers{suffix}")
-            page_cold = time_cold(client, land, f"/{suffix}")
+            warm.append((fs, api, page, time_sql(conn, fs, repeat)))
+        paths = [p for fs, *_ in warm for p in _paths(fs)]
+        cold, warms = cold_timings(client, land, paths, cold_samples)
+        for fs, api, page, sql in warm:
+            api_path, page_path = _paths(fs)
             rows.append(
-                QueryRow(
-                    fs.name, fs.workload, api, page, sql, api_cold, page_cold, conn.explain(fs)
-                )
-            )
+                QueryRow(fs.name, fs.workload, api, page, sql, cold[api_path], cold[page_path],
+                         conn.explain(fs))
+            )  # fmt: skip
     conn.close()
-    return rows, note
+    return QueryBench(rows, note, warms)
+
+
+def _paths(fs: FilterSet) -> tuple[str, str]:
+    suffix = f"?{fs.query}" if fs.query else ""
+    return f"/api/offers{suffix}", f"/{suffix}"

@@ -187,3 +187,42 @@ def test_offers_already_in_the_session_are_refreshed(
         held = session.scalars(select(Offer)).one()
         ingest_records(session, source="lambdalabs", records=[rec(price=9.0)], now=T0)
         assert held.price_per_hour == 9.0
+
+
+def test_change_log_records_each_scrapes_change_set(
+    session_factory: sessionmaker[Session],
+) -> None:
+    """One row per new, re-priced, re-stocked, vanished and returning offer; none unchanged."""
+    from app.store.models import GpuPricePoint, OfferChange
+
+    t0 = datetime(2026, 12, 1, tzinfo=UTC)
+    ingest(session_factory, [rec("a"), rec("b"), rec("c"), rec("d")], t0)
+    ingest(
+        session_factory,
+        [rec("a"), rec("b", price=20.0), rec("c", availability=Availability.OUT)],
+        t0 + timedelta(hours=1),
+    )
+    ingest(session_factory, [rec("a"), rec("b", price=20.0), rec("d")], t0 + timedelta(hours=2))
+    with session_factory() as session:
+        rows = session.execute(
+            select(
+                Offer.instance_type,
+                OfferChange.kind,
+                OfferChange.price_before,
+                OfferChange.price_after,
+                OfferChange.availability_after,
+            )
+            .join(Offer, Offer.id == OfferChange.offer_id)
+            .order_by(OfferChange.id)
+        ).all()
+        snapshots = session.scalars(
+            select(GpuPricePoint.min_price_per_gpu).order_by(GpuPricePoint.id)
+        ).all()
+    assert [(r[0], r[1]) for r in rows] == [
+        ("a", "new"), ("b", "new"), ("c", "new"), ("d", "new"),
+        ("b", "price"), ("c", "availability"), ("d", "gone"),
+        ("d", "back"), ("c", "gone"),
+    ]  # fmt: skip
+    assert rows[4][2:4] == (23.92, 20.0) and rows[5][4] == "out"
+    # The GPU page's history: each scrape's cheapest listed price per GPU-hour.
+    assert snapshots == pytest.approx([23.92 / 8, 20.0 / 8, 20.0 / 8])

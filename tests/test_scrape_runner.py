@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
@@ -156,21 +158,69 @@ def test_abandoned_running_runs_are_closed(session_factory: sessionmaker[Session
     assert runs(session_factory)[0][1] == "interrupted: the process running it stopped"
 
 
-async def test_scrape_adds_feed_entries_to_matching_saved_searches(
+async def test_scrape_logs_changes_once_and_feeds_read_them(
     runner: ScrapeRunner, server: FeedServer, session_factory: sessionmaker[Session]
 ) -> None:
-    from app.saved import create_saved_search, feed_entries
+    """A scrape writes its change set once; a saved view's feed reads it when next looked at."""
+    from app.saved import create_saved_search, feed_entries, refresh_saved_query
+    from app.store.models import OfferChange, SavedQuery, SavedSearch
 
     with session_factory.begin() as session:
         search = create_saved_search(session, owner_token="o" * 43, name="A40s", query="")
-        search_id = search.id
+        search_id, key = search.id, search.query_key
     with session_factory() as session:
-        before = len(feed_entries(session, search=session.get_one(type(search), search_id)))
+        state_before = session.get_one(SavedQuery, key).computed_at
     server.serve("/cudo/vms.csv", catalog(0.37, rows=2), content_type="text/csv")
     assert (await runner.run(CUDO)).status == "ok"
     with session_factory() as session:
-        after = len(feed_entries(session, search=session.get_one(type(search), search_id)))
-    assert after > before, "new matching offers give the feed an entry"
+        kinds = session.scalars(select(OfferChange.kind)).all()
+        assert kinds == ["new", "new"]
+        # The scrape left the saved view alone: no work per saved search.
+        assert session.get_one(SavedQuery, key).computed_at == state_before
+        kept = feed_entries(session, search=session.get_one(SavedSearch, search_id))
+        assert [e.kind for e in kept] == ["created"]
+    with session_factory.begin() as session:
+        assert refresh_saved_query(session, key=key) == 1
+    with session_factory() as session:
+        entries = feed_entries(session, search=session.get_one(SavedSearch, search_id))
+        assert [e.kind for e in entries] == ["new_offers", "created"]
+        assert entries[0].title == "2 new offer(s) match “A40s”"
+
+
+async def test_scrape_cost_does_not_grow_with_saved_searches(
+    runner: ScrapeRunner, server: FeedServer, session_factory: sessionmaker[Session]
+) -> None:
+    """The statements a scrape sends are the same with 1 or 40 saved searches."""
+    from sqlalchemy import event
+
+    from app.saved import create_saved_search
+
+    def statements_of_one_scrape(price: float) -> int:
+        count = 0
+
+        def before(*_: object) -> None:
+            nonlocal count
+            count += 1
+
+        engine = runner.engine
+        event.listen(engine, "before_cursor_execute", before)
+        try:
+            server.serve("/cudo/vms.csv", catalog(price, rows=2), content_type="text/csv")
+            assert asyncio.run(runner.run(CUDO)).status == "ok"
+        finally:
+            event.remove(engine, "before_cursor_execute", before)
+        return count
+
+    with session_factory.begin() as session:
+        create_saved_search(session, owner_token="o" * 43, name="all", query="")
+    await asyncio.to_thread(statements_of_one_scrape, 0.37)
+    one = await asyncio.to_thread(statements_of_one_scrape, 0.38)
+    with session_factory.begin() as session:
+        for i in range(40):
+            query = f"min_vram={i}" if i % 2 else f"provider=p{i}&gpu=a40"
+            create_saved_search(session, owner_token="o" * 43, name=f"s{i}", query=query)
+    forty = await asyncio.to_thread(statements_of_one_scrape, 0.39)
+    assert forty == one
 
 
 async def test_secondary_feed_failure_keeps_primary_offers_as_partial(

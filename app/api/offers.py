@@ -1,18 +1,25 @@
-"""GET /api/offers (JSON) and GET /offers.csv: the table of `/` in other formats, same query."""
+"""GET /api/offers (JSON) and GET /offers.csv: the table of `/` in other formats, same query;
+GET /export/offers.csv and .jsonl: every row of the view, streamed."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from sqlalchemy.orm import Session
 
-from app.core.deps import SessionDep
+from app.core.deps import SessionDep, SettingsDep
+from app.core.settings import Settings
+from app.fit import Workload
 from app.fit.query import WorkloadQuery
 from app.fit.serialize import estimate_dict
-from app.queries import OfferFilters, offer_dict, search_offers, to_csv
+from app.queries import OfferFilters, export_lines, offer_dict, search_offers, to_csv
 from app.queries.listings import GROUP_LISTING, group_offers, grouping_applies, region_dict
+from app.store.models import utcnow
 from app.web.urls import alternate_links
+from app.web.warm import note_request
 
 router = APIRouter()
 
@@ -40,6 +47,7 @@ def list_offers(
     and count) become one entry with `regions`, cheapest first; total and paging stay per offer.
     """
     page = search_offers(session, filters=filters, workload=workload)
+    note_request(request)
     grouped = group == GROUP_LISTING and grouping_applies(filters)
     if grouped:
         offers = [
@@ -59,6 +67,8 @@ def list_offers(
         "sort": page.sort,
         "caption": page.caption,
         "offers": offers,
+        # The next page by keyset (`after=`), when the sort has one and more rows follow.
+        "next_after": page.next_after,
     }
     if group == GROUP_LISTING:
         body["group"] = GROUP_LISTING if grouped else None  # None: a region filter is set
@@ -66,6 +76,83 @@ def list_offers(
         body["workload"] = estimate_dict(page.estimate)
         body["fitting"] = page.fitting
     return JSONResponse(body, headers=alternate_links(request))
+
+
+@router.get("/export/offers.csv", tags=["offers"])
+def export_csv(
+    request: Request,
+    session: SessionDep,
+    settings: SettingsDep,
+    filters: FiltersDep,
+    workload: WorkloadQuery,
+) -> Response:
+    """Every row of the view (no page) as CSV, streamed; columns as /offers.csv."""
+    return _export(request, session, settings, filters, workload, fmt="csv")
+
+
+@router.get("/export/offers.jsonl", tags=["offers"])
+def export_jsonl(
+    request: Request,
+    session: SessionDep,
+    settings: SettingsDep,
+    filters: FiltersDep,
+    workload: WorkloadQuery,
+) -> Response:
+    """Every row of the view (no page) as JSON Lines, streamed; objects as /api/offers'."""
+    return _export(request, session, settings, filters, workload, fmt="jsonl")
+
+
+EXPORT_CHUNK_BYTES = 1 << 20
+_MEDIA = {"csv": "text/csv; charset=utf-8", "jsonl": "application/jsonl; charset=utf-8"}
+
+
+def _export(
+    request: Request,
+    session: Session,
+    settings: Settings,
+    filters: OfferFilters,
+    workload: Workload | None,
+    *,
+    fmt: str,
+) -> Response:
+    """Stream the whole view; a view longer than the export row limit is refused up front."""
+    whole = filters.model_copy(update={"limit": 1, "offset": 0, "after": None})
+    total = search_offers(session, filters=whole, workload=workload).total
+    if total > settings.export_max_rows:
+        raise HTTPException(
+            422,
+            f"this view has {total:,} offers, more than the {settings.export_max_rows:,} an "
+            "export may hold (GPUFIT_EXPORT_MAX_ROWS); narrow the filters",
+        )
+    factory = request.app.state.session_factory
+
+    def body() -> Iterator[bytes]:
+        # Its own session: the request's closes before a streamed body is sent. Batches are
+        # joined into ~1 MB chunks: each chunk costs a thread hop, which 100 small ones make
+        # a third of a 90k-row export.
+        with factory() as own:
+            chunk: list[bytes] = []
+            size = 0
+            for text in export_lines(
+                own, filters=whole, workload=workload, max_rows=settings.export_max_rows, fmt=fmt
+            ):
+                chunk.append(text.encode())
+                size += len(chunk[-1])
+                if size >= EXPORT_CHUNK_BYTES:
+                    yield b"".join(chunk)
+                    chunk, size = [], 0
+            if chunk:
+                yield b"".join(chunk)
+
+    stamp = utcnow().strftime("%Y%m%d-%H%M")
+    return StreamingResponse(
+        body(),
+        media_type=_MEDIA[fmt],
+        headers={
+            "content-disposition": f'attachment; filename="gpufit-offers-{stamp}.{fmt}"',
+            "x-total-count": str(total),
+        },
+    )
 
 
 @router.get("/offers.csv", tags=["offers"])

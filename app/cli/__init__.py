@@ -80,8 +80,15 @@ def scrape_cmd(
     except KeyError as exc:
         print(exc.args[0])
         raise typer.Exit(2) from exc
+    from app.web.warm import warm_after_ingest
+
     engine = make_engine(settings.database_url)
-    runner = ScrapeRunner(settings, engine, make_session_factory(engine))
+    runner = ScrapeRunner(
+        settings,
+        engine,
+        make_session_factory(engine),
+        before_commit=warm_after_ingest(settings),
+    )
     side_runner = SideFeedRunner(settings, engine, runner.sessions)
 
     async def _all() -> list[str]:
@@ -140,6 +147,7 @@ def worker() -> None:
     import signal
 
     from app.pipeline.scheduler import run_worker_forever
+    from app.web.warm import warm_after_ingest
 
     _setup_logging()
     settings = get_settings()
@@ -149,7 +157,7 @@ def worker() -> None:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        await run_worker_forever(settings, stop=stop)
+        await run_worker_forever(settings, stop=stop, before_commit=warm_after_ingest(settings))
 
     asyncio.run(main())
 

@@ -69,6 +69,16 @@ class Settings(BaseSettings):
     # of the proxies and clients in front (often 60 s): a server closing first races the next
     # request on that connection, which the client then sees as a reset.
     keep_alive_seconds: float = Field(default=75, gt=0)
+    # /saved shows each saved view's counts as of the data version they were computed for and
+    # refreshes stale ones in the background; a budget above 0 refreshes them in the request
+    # first, while it lasts (fresher counts, slower first view after a scrape).
+    saved_refresh_budget_ms: float = Field(default=0, ge=0)
+    # How many recently opened table views (besides the default one) an ingest warms.
+    warm_views: int = Field(default=8, ge=0, le=200)
+    # Warm the current data version's views in the background when the app starts.
+    warm_on_start: bool = True
+    # The most rows one streamed export (/export/offers.csv, .jsonl) may hold.
+    export_max_rows: int = Field(default=1_000_000, ge=1)
 
     @field_validator("database_url")
     @classmethod

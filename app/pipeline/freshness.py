@@ -68,6 +68,9 @@ def is_stale(
     return now - last_success > timedelta(minutes=2 * interval_minutes)
 
 
+data_cache.share("offers_by_source")
+
+
 def active_offers_by_source(session: Session) -> dict[str, int]:
     """How many active offers each source last wrote (cached until the next ingest)."""
 

@@ -2,25 +2,38 @@
 
 Offers are upserted by (provider, instance type, region, spot). Offers of the scraped providers
 missing from a successful scrape become inactive (kept, with last seen). A price or
-availability change appends a price-history point. Callers decide whether a scrape is good
-enough to ingest (`check_sanity`); a rejected scrape changes no offer.
+availability change appends a price-history point, and every new, returning, re-priced,
+re-stocked or vanished offer a row of the change log (`offer_changes`), which saved-search feeds
+read; each scraped provider's price range per GPU model is snapshotted (`gpu_price_points`).
+Callers decide whether a scrape is good enough to ingest (`check_sanity`); a rejected scrape
+changes no offer.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import insert, select, text, update
+from sqlalchemy import delete, func, insert, literal, select, text, update
 from sqlalchemy.orm import Session
 
 from app.gpus.catalog import UNKNOWN
 from app.records import OfferRecord
 from app.regions import continent_for_region
 from app.store.data_cache import bump_data_version
-from app.store.models import GpuModel, Offer, PricePoint, Provider, ScrapeRun
+from app.store.models import (
+    GpuModel,
+    GpuPricePoint,
+    Offer,
+    OfferChange,
+    PricePoint,
+    Provider,
+    ScrapeRun,
+    UTCDateTime,
+    per_gpu_sql,
+)
 from scrapers.facts import display_name
 
 OfferKey = tuple[str, str, str, bool]
@@ -113,6 +126,15 @@ _KEY_FIELDS = ("provider_id", "instance_type", "region", "spot")
 _INSERT_FIELDS = (*_KEY_FIELDS, "source", "first_seen", "last_seen", "active", *_VALUE_FIELDS)
 _POINT_FIELDS = ("offer_id", "observed_at", *_HISTORY_FIELDS)
 _HISTORY_POS = tuple(_VALUE_FIELDS.index(name) for name in _HISTORY_FIELDS)
+_PRICE_POS = _VALUE_FIELDS.index("price_per_hour")
+_SPOT_POS = _VALUE_FIELDS.index("spot_price_per_hour")
+_AVAILABILITY_POS = _VALUE_FIELDS.index("availability")
+_CHANGE_FIELDS = (
+    "offer_id", "changed_at", "kind", "price_before", "price_after", "spot_before", "spot_after",
+    "availability_before", "availability_after",
+)  # fmt: skip
+# The change log keeps this long; a saved search unread for longer catches up from its start.
+CHANGE_LOG_DAYS = 30
 # Well under SQLite's and Postgres' bound-parameter limits.
 _ID_CHUNK = 5_000
 
@@ -140,6 +162,25 @@ class _Plan:
     touch: list[int] = field(default_factory=list)  # unchanged: only last seen moves
     history: list[tuple[int, tuple[Any, ...]]] = field(default_factory=list)
     gone: list[int] = field(default_factory=list)
+    # Change-log rows of existing offers: (id, kind, (price, spot, availability) before, after).
+    changes: list[tuple[int, str, tuple[Any, ...], tuple[Any, ...] | None]] = field(
+        default_factory=list
+    )
+
+
+def _logged(values: Sequence[Any]) -> tuple[Any, ...]:
+    return (values[_PRICE_POS], values[_SPOT_POS], values[_AVAILABILITY_POS])
+
+
+def _change_kind(active: bool, old: Sequence[Any], new: Sequence[Any]) -> str | None:
+    """What the change log records for an existing offer seen again (None: nothing)."""
+    if not active:
+        return "back"
+    if old[_PRICE_POS] != new[_PRICE_POS] or old[_SPOT_POS] != new[_SPOT_POS]:
+        return "price"
+    if old[_AVAILABILITY_POS] != new[_AVAILABILITY_POS]:
+        return "availability"
+    return None
 
 
 def _plan(
@@ -161,6 +202,9 @@ def _plan(
         offer_id, active, old_source, *old = row
         if not active or any(old[i] != values[i] for i in _HISTORY_POS):
             plan.history.append((offer_id, values))
+        kind = _change_kind(active, old, values)
+        if kind is not None:
+            plan.changes.append((offer_id, kind, _logged(old), _logged(values)))
         if active and old_source == source and tuple(old) == values:
             plan.touch.append(offer_id)
         else:
@@ -168,7 +212,10 @@ def _plan(
             rewrite.update(id=offer_id, source=source, last_seen=now, active=True)
             plan.rewrite.append(rewrite)
     seen = {r.key for r in unique}
-    plan.gone = [row[0] for key, row in existing.items() if row[1] and key not in seen]
+    for key, row in existing.items():
+        if row[1] and key not in seen:
+            plan.gone.append(row[0])
+            plan.changes.append((row[0], "gone", _logged(row[3:]), None))
     return plan
 
 
@@ -267,13 +314,75 @@ def _update_offers(session: Session, plan: _Plan, now: datetime) -> None:
         )
 
 
-def _write(session: Session, plan: _Plan, source: str, now: datetime) -> None:
+def _write(session: Session, plan: _Plan, source: str, now: datetime) -> dict[OfferKey, int]:
+    """Every write of the plan but the change log; returns the new offers' ids by key."""
     new_ids = _insert_offers(session, plan, source, now)
     _update_offers(session, plan, now)
     history = [(new_ids[key], values) for key, values in plan.new] + plan.history
     _insert_history(
         session, [(offer_id, now, *(v[i] for i in _HISTORY_POS)) for offer_id, v in history]
     )
+    return new_ids
+
+
+def _log_changes(
+    session: Session, plan: _Plan, new_ids: dict[OfferKey, int], now: datetime
+) -> None:
+    """Append the scrape's change set to the change log and drop entries past its retention.
+
+    Called after the data-version bump: that row lock orders concurrent ingests, so change ids
+    grow in commit order and a reader that has seen id n has seen every change before it.
+    """
+    rows: list[tuple[Any, ...]] = [
+        (new_ids[key], now, "new", *_pair(None, _logged(values))) for key, values in plan.new
+    ]
+    for offer_id, kind, before, after in plan.changes:
+        rows.append((offer_id, now, kind, *_pair(before, after)))
+    if rows:
+        if _is_postgres(session):
+            _copy(session, "offer_changes", _CHANGE_FIELDS, rows)
+        else:
+            session.execute(
+                insert(OfferChange), [dict(zip(_CHANGE_FIELDS, r, strict=True)) for r in rows]
+            )
+    cutoff = now - timedelta(days=CHANGE_LOG_DAYS)
+    session.execute(
+        delete(OfferChange).where(OfferChange.changed_at < cutoff),
+        execution_options={"synchronize_session": False},
+    )
+
+
+def _snapshot_gpu_prices(session: Session, providers: Collection[str], now: datetime) -> None:
+    """Record the scraped providers' cheapest and dearest on-demand price per GPU-hour of each
+    GPU model now listed (one INSERT ... SELECT: a few rows per GPU model and provider)."""
+    per_gpu = per_gpu_sql(Offer.price_per_hour.expression)
+    snapshot = (
+        select(
+            Offer.gpu_model_slug,
+            Offer.provider_id,
+            literal(now, UTCDateTime()),
+            func.min(per_gpu),
+            func.max(per_gpu),
+            func.count(),
+        )
+        .where(
+            Offer.provider_id.in_(sorted(providers)),
+            Offer.active.is_(True),
+            Offer.gpu_model_slug.is_not(None),
+            Offer.price_per_hour.is_not(None),
+        )
+        .group_by(Offer.gpu_model_slug, Offer.provider_id)
+    )
+    columns = ["gpu_model_slug", "provider_id", "observed_at", "min_price_per_gpu",
+               "max_price_per_gpu", "offers"]  # fmt: skip
+    session.execute(insert(GpuPricePoint).from_select(columns, snapshot))
+
+
+def _pair(before: tuple[Any, ...] | None, after: tuple[Any, ...] | None) -> tuple[Any, ...]:
+    """(price before, after, spot before, after, availability before, after)."""
+    b = before or (None, None, None)
+    a = after or (None, None, None)
+    return (b[0], a[0], b[1], a[1], b[2], a[2])
 
 
 def ingest_records(
@@ -298,10 +407,12 @@ def ingest_records(
     if unknown_models:
         stats.warnings.append(f"GPU slugs not in the catalog, stored as unknown: {unknown_models}")
     plan = _plan(unique, _existing(session, providers), known_gpus, source, now)
-    _write(session, plan, source, now)
+    new_ids = _write(session, plan, source, now)
     stats.added, stats.updated, stats.removed = len(plan.new), len(plan.history), len(plan.gone)
     bump_data_version(session, now)
-    session.flush()
+    session.flush()  # the bump's row lock, before any change id is drawn
+    _log_changes(session, plan, new_ids, now)
+    _snapshot_gpu_prices(session, providers, now)
     # The writes bypassed the identity map; drop any Offer the session already held.
     session.expire_all()
     return stats

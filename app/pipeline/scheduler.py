@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -108,11 +109,14 @@ async def _sweep(sessions: sessionmaker[Session]) -> None:
         log.warning("closed %d abandoned scrape run(s)", closed)
 
 
-def start_scheduler(settings: Settings) -> ScrapeScheduler:
-    """Start the scheduler on the running event loop, with its own engine and pool."""
+def start_scheduler(
+    settings: Settings, *, before_commit: Callable[[Session], None] | None = None
+) -> ScrapeScheduler:
+    """Start the scheduler on the running event loop, with its own engine and pool;
+    `before_commit` runs in each ingest's transaction (ScrapeRunner)."""
     engine = make_scrape_engine(settings.database_url)
     sessions = make_session_factory(engine)
-    runner = ScrapeRunner(settings, engine, sessions)
+    runner = ScrapeRunner(settings, engine, sessions, before_commit=before_commit)
     scheduler = build_scheduler(settings, runner)
     scheduler.add_job(
         _sweep,
@@ -129,9 +133,14 @@ def start_scheduler(settings: Settings) -> ScrapeScheduler:
     return ScrapeScheduler(scheduler, runner, engine)
 
 
-async def run_worker_forever(settings: Settings, *, stop: asyncio.Event | None = None) -> None:
+async def run_worker_forever(
+    settings: Settings,
+    *,
+    stop: asyncio.Event | None = None,
+    before_commit: Callable[[Session], None] | None = None,
+) -> None:
     """`gpufit worker`: run the scheduler until `stop` is set (or forever)."""
-    service = start_scheduler(settings)
+    service = start_scheduler(settings, before_commit=before_commit)
     try:
         await (stop or asyncio.Event()).wait()
     finally:

@@ -17,7 +17,7 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -220,6 +220,7 @@ class ScrapeRunner:
         session_factory: sessionmaker[Session],
         *,
         clock: Callable[[], datetime] = utcnow,
+        before_commit: Callable[[Session], None] | None = None,
     ) -> None:
         self.settings = settings
         self.engine = engine
@@ -228,6 +229,9 @@ class ScrapeRunner:
         self._active: set[asyncio.Task[RunResult]] = set()
         register_settings(settings)
         install_log_redaction()
+        # Runs in the ingest's transaction after its writes (e.g. app.web.warm warming the new
+        # data version's aggregates, so the first request after the commit finds them ready).
+        self.before_commit = before_commit
 
     async def run(self, scraper_cls: type[Scraper], *, scheduled: bool = False) -> RunResult:
         """Scrape one provider; with `scheduled`, skip if another replica ran it this interval.
@@ -436,12 +440,12 @@ class ScrapeRunner:
                     removed=stats.removed,
                     warnings=all_warnings,
                 )
+                self._before_commit(session, source)
         except _Rejected as rejected:
             return self._finish(run_id, source, rejected.status, rejected.message, started)
         except Exception as exc:  # noqa: BLE001 - e.g. the database went away mid-scrape
             log.exception("ingest failed", extra={"source": source})
             return self._finish(run_id, source, "failed", describe_error(exc), started)
-        self._refresh_saved_searches(source)
         log.info(
             "scrape ok",
             extra={
@@ -463,15 +467,18 @@ class ScrapeRunner:
             run_id=run_id,
         )
 
-    def _refresh_saved_searches(self, source: str) -> None:
-        # After the scrape's own commit: a feed-entry problem must never undo fresh offers.
-        from app.saved import refresh_saved_searches
-
+    def _before_commit(self, session: Session, source: str) -> None:
+        """The before-commit hook in a savepoint: its failure must never undo fresh offers."""
+        if self.before_commit is None:
+            return
+        # SQLite: no savepoint (pysqlite's are unreliable); a failed read there leaves the
+        # transaction usable, unlike Postgres where any error aborts it.
+        postgres = session.get_bind().dialect.name == "postgresql"
         try:
-            with self.sessions.begin() as session:
-                refresh_saved_searches(session, now=self.clock())
-        except Exception:  # noqa: BLE001 - logged; the next scrape tries again
-            log.exception("saved-search refresh failed", extra={"source": source})
+            with session.begin_nested() if postgres else nullcontext():
+                self.before_commit(session)
+        except Exception:  # noqa: BLE001 - logged; the data still commits
+            log.exception("after-ingest hook failed", extra={"source": source})
 
     def _update_run(
         self,

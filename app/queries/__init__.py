@@ -14,6 +14,8 @@ from app.queries.assess import (
     offer_facts,
     vram_bounds,
 )
+from app.queries.changes import ChangedMatches, changed_matches, last_change_id
+from app.queries.export import export_batches, export_lines
 from app.queries.facets import Facet, FacetValue, RegionGroup, facets, regions_by_continent
 from app.queries.filters import (
     FILTERS,
@@ -31,7 +33,7 @@ from app.queries.history import (
     gpu_price_history,
     price_history,
 )
-from app.queries.output import FIT_FIELDS, OFFER_FIELDS, offer_dict, to_csv
+from app.queries.output import FIT_FIELDS, OFFER_FIELDS, csv_rows, json_lines, offer_dict, to_csv
 from app.queries.params import (
     DEFAULT_LIMIT,
     DEFAULT_SORT,
@@ -53,6 +55,7 @@ from app.queries.rows import (
     count_offers,
     count_where,
     get_offer,
+    get_offers,
     page_rows,
 )
 from app.queries.search import search_offers
@@ -69,6 +72,7 @@ __all__ = [
     "SORT_LABELS",
     "WORKLOAD_KEYS",
     "WORKLOAD_SORTS",
+    "ChangedMatches",
     "Facet",
     "FacetValue",
     "FilterSpec",
@@ -85,16 +89,23 @@ __all__ = [
     "all_rows",
     "assess_row",
     "caption",
+    "changed_matches",
     "cheapest_per_provider",
     "count_offers",
     "count_where",
+    "csv_rows",
     "effective_sort",
+    "export_batches",
+    "export_lines",
     "facets",
     "filters_from_args",
     "forget_fit_assessments",
     "get_offer",
+    "get_offers",
     "gpu_price_history",
     "job_price",
+    "json_lines",
+    "last_change_id",
     "offer_dict",
     "offer_facts",
     "page_rows",

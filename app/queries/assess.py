@@ -107,9 +107,12 @@ class Assessor:
     def __init__(self, workload: Workload, *, use_spot: bool) -> None:
         self.workload, self.use_spot = workload, use_spot
         self.estimate = estimate_memory(workload)
+        # Hashing a pydantic model costs ~100 us; its JSON, hashed once per string, ~nothing
+        # (a 1,000-row ranked page looks the cache up 1,000 times).
+        self._workload_key = workload.model_dump_json()
 
     def __call__(self, facts: OfferFacts) -> OfferFit:
-        key = (self.workload, self.use_spot, facts)
+        key = (self._workload_key, self.use_spot, facts)
         with _FIT_LOCK:
             fit = _FIT_CACHE.get(key)
             if fit is not None:
@@ -125,7 +128,7 @@ class Assessor:
 
 # A few hundred shapes per workload: room for the recent workloads of every visitor.
 _FIT_CACHE_SIZE = 100_000
-_FIT_CACHE: OrderedDict[tuple[Workload, bool, OfferFacts], OfferFit] = OrderedDict()
+_FIT_CACHE: OrderedDict[tuple[str, bool, OfferFacts], OfferFit] = OrderedDict()
 _FIT_LOCK = threading.Lock()
 
 

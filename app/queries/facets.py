@@ -127,7 +127,7 @@ def facets(session: Session, *, filters: OfferFilters, max_values: int = 40) -> 
     value = data_cache.cached(
         session,
         "facets",
-        (filters_key(filters), filters.model_dump_json(include={"sort"}), max_values),
+        (filters_key(filters), max_values),  # the sort and page change no count
         lambda: _compute_facets(session, filters=filters, max_values=max_values),
     )
     return copy.deepcopy(value)
@@ -190,6 +190,11 @@ def _market_facet(session: Session, filters: OfferFilters, counts: Counter[str] 
 class RegionGroup:
     continent: str
     regions: list[FacetValue]
+
+
+# Kept in the shared aggregate cache too, so every process reads what an ingest warmed.
+data_cache.share("facets", Facet, FacetValue)
+data_cache.share("regions", RegionGroup, FacetValue)
 
 
 def regions_by_continent(session: Session, *, filters: OfferFilters) -> list[RegionGroup]:

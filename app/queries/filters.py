@@ -14,7 +14,7 @@ from sqlalchemy import ColumnElement, func, or_, select
 
 from app.gpus.catalog import UNKNOWN, load_catalog
 from app.queries.params import DEFAULT_SORT, LABELS, WORKLOAD_SORTS, OfferFilters, Sort
-from app.store.models import GpuModel, Offer, per_gpu_sql
+from app.store.models import VRAM_SORT_SQL, GpuModel, Offer, per_gpu_sql
 
 
 def price_expr(filters: OfferFilters) -> ColumnElement[Any]:
@@ -277,17 +277,36 @@ def effective_sort(filters: OfferFilters, *, has_workload: bool) -> Sort:
     return filters.sort
 
 
-def order_by(sort: Sort, filters: OfferFilters) -> list[Any]:
+def sort_keys(sort: Sort, filters: OfferFilters) -> list[tuple[ColumnElement[Any], bool]]:
+    """The SQL sort keys of a (non-fit) sort as (expression, descending), id last.
+
+    Each matches an index of app.store.models expression for expression (the default and the
+    spot market's price per GPU-hour, price, most VRAM, newest), so a first page or a keyset page
+    is a short index range scan.
+    """
     price = price_expr(filters)
+    keys: list[tuple[ColumnElement[Any], bool]]
     if sort == "price":
-        keys = [price.asc().nulls_last()]
+        keys = [(price, False)]
     elif sort == "vram":
-        keys = [Offer.vram_gib_total.desc().nulls_last(), price_per_gpu_expr(filters).asc()]
+        keys = [(VRAM_SORT_SQL, True), (price_per_gpu_expr(filters), False)]
     elif sort == "newest":
-        keys = [Offer.first_seen.desc()]
+        keys = [(Offer.first_seen.expression, True)]
     else:
-        keys = [price_per_gpu_expr(filters).asc().nulls_last()]
-    return [*keys, Offer.id.asc()]  # id last: a stable order makes pages not overlap
+        keys = [(price_per_gpu_expr(filters), False)]
+    return [*keys, (Offer.id.expression, False)]  # id last: pages never overlap
+
+
+def order_by(sort: Sort, filters: OfferFilters) -> list[Any]:
+    """ORDER BY clauses of `sort_keys`; a leading ascending price puts a missing one last.
+
+    Only the leading key says NULLS LAST: SQLite cannot read it from an index for a later key.
+    """
+    (lead, lead_desc), *rest = sort_keys(sort, filters)
+    return [
+        lead.desc() if lead_desc else lead.asc().nulls_last(),
+        *(key.desc() if desc else key.asc() for key, desc in rest),
+    ]
 
 
 def fit_caption(filters: OfferFilters) -> str:

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
+from typing import Any
 
-from sqlalchemy import and_, func, literal, select
+from sqlalchemy import Float, FunctionElement, and_, func, literal, select
+from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import Session
 
 from app.queries.rows import OfferRow, fetch_rows, row_select
-from app.store.models import Offer, PricePoint, per_gpu_sql
+from app.store import data_cache
+from app.store.models import GpuPricePoint, Offer, PricePoint, per_gpu_sql
 
 
 @dataclass(frozen=True)
@@ -43,31 +47,109 @@ def price_history(session: Session, *, offer_id: int, limit: int = 5000) -> list
 @dataclass(frozen=True)
 class ProviderHistory:
     provider: str
-    points: list[tuple[datetime, float]]  # (time, cheapest price per GPU-hour then)
+    # One point per time bucket: (bucket start, the lowest cheapest-listed price per GPU-hour
+    # in it); `ranges` gives each bucket's (start, end, lowest, highest) of that price.
+    points: list[tuple[datetime, float]]
+    ranges: list[tuple[datetime, datetime, float, float]]
+
+    @property
+    def latest(self) -> float:
+        return self.points[-1][1]
+
+
+class _Epoch(FunctionElement[float]):
+    """Seconds since 1970 of a UTC timestamp column, on either backend."""
+
+    type = Float()
+    name = "epoch_seconds"
+    inherit_cache = True
+
+
+@compiles(_Epoch, "postgresql")
+def _epoch_pg(element: _Epoch, compiler: Any, **kw: Any) -> str:
+    # extract() returns numeric, whose arithmetic is several times slower than float8's.
+    return f"CAST(extract(epoch from {compiler.process(element.clauses, **kw)}) AS FLOAT8)"
+
+
+@compiles(_Epoch, "sqlite")
+def _epoch_sqlite(element: _Epoch, compiler: Any, **kw: Any) -> str:
+    # SQLAlchemy stores SQLite datetimes as 'YYYY-MM-DD HH:MM:SS.ffffff' (UTC).
+    return f"CAST(strftime('%s', {compiler.process(element.clauses, **kw)}) AS REAL)"
+
+
+CHART_BUCKETS = 120
 
 
 def gpu_price_history(
-    session: Session, *, slug: str, max_points: int = 20000
+    session: Session,
+    *,
+    slug: str,
+    providers: Sequence[str] | None = None,
+    buckets: int = CHART_BUCKETS,
 ) -> list[ProviderHistory]:
-    """Per provider, the cheapest recorded on-demand price per GPU-hour at each observation."""
-    per_gpu = per_gpu_sql(PricePoint.price_per_hour.expression)
-    stmt = (
-        select(Offer.provider_id, PricePoint.observed_at, func.min(per_gpu))
-        .join(Offer, Offer.id == PricePoint.offer_id)
-        .where(Offer.gpu_model_slug == slug, PricePoint.price_per_hour.is_not(None))
-        .group_by(Offer.provider_id, PricePoint.observed_at)
-        .order_by(Offer.provider_id, PricePoint.observed_at)
-        .limit(max_points)
+    """Per provider (all, or `providers`), its cheapest listed on-demand price per GPU-hour of
+    `slug` over time, in at most `buckets` time buckets (the lowest of each, and its range).
+
+    Reads the per-ingest snapshots (`gpu_price_points`), aggregated in SQL: the rows that reach
+    Python are providers x buckets, however long the history or many the offers. Cached until
+    the next ingest.
+    """
+    key = (slug, None if providers is None else tuple(sorted(providers)), buckets)
+    return data_cache.cached(
+        session, "gpu_history", key, lambda: _gpu_history(session, slug, providers, buckets)
     )
-    series: dict[str, list[tuple[datetime, float]]] = {}
-    for provider, observed, price in session.execute(stmt):
-        if price is not None:
-            series.setdefault(provider, []).append((observed, float(price)))
-    return [ProviderHistory(p, pts) for p, pts in series.items()]
+
+
+def _gpu_history(
+    session: Session, slug: str, providers: Sequence[str] | None, buckets: int
+) -> list[ProviderHistory]:
+    point = GpuPricePoint
+    which = [point.gpu_model_slug == slug]
+    if providers is not None:
+        which.append(point.provider_id.in_(sorted(providers)))
+    t0, t1 = session.execute(
+        select(func.min(point.observed_at), func.max(point.observed_at)).where(*which)
+    ).one()
+    if t0 is None or t1 is None:
+        return []
+    # A hair wider than span / buckets, so the newest point falls in the last bucket.
+    width = max((t1 - t0).total_seconds(), 3600.0) / buckets * (1 + 1e-6)
+    bucketed = (
+        select(
+            point.provider_id.label("provider"),
+            func.floor((_Epoch(point.observed_at) - t0.timestamp()) / width).label("bucket"),
+            point.min_price_per_gpu.label("price"),
+        )
+        .where(*which)
+        .subquery()
+    )
+    stmt = (
+        select(
+            bucketed.c.provider,
+            bucketed.c.bucket,
+            func.min(bucketed.c.price),
+            func.max(bucketed.c.price),
+        )
+        .group_by(bucketed.c.provider, bucketed.c.bucket)
+        .order_by(bucketed.c.provider, bucketed.c.bucket)
+    )
+    series: dict[str, ProviderHistory] = {}
+    step = timedelta(seconds=width)
+    for provider, bucket, low, high in session.execute(stmt):
+        start = t0 + step * int(bucket)
+        history = series.setdefault(provider, ProviderHistory(provider, [], []))
+        history.points.append((start, float(low)))
+        history.ranges.append((start, start + step, float(low), float(high)))
+    return list(series.values())
 
 
 def cheapest_per_provider(session: Session, *, slug: str) -> list[OfferRow]:
-    """For one GPU model, each provider's cheapest active offer by price per GPU-hour."""
+    """For one GPU model, each provider's cheapest active offer by price per GPU-hour, cheapest
+    first (cached until the next ingest)."""
+    return data_cache.cached(session, "gpu_cheapest", slug, lambda: _cheapest(session, slug))
+
+
+def _cheapest(session: Session, slug: str) -> list[OfferRow]:
     per_gpu = per_gpu_sql(func.coalesce(Offer.price_per_hour, Offer.spot_price_per_hour))
     ranked = (
         select(
@@ -85,3 +167,7 @@ def cheapest_per_provider(session: Session, *, slug: str) -> list[OfferRow]:
         .order_by(per_gpu.asc(), Offer.id)
     )
     return fetch_rows(session, stmt)
+
+
+data_cache.share("gpu_history", ProviderHistory)
+data_cache.share("gpu_cheapest", OfferRow)

@@ -150,6 +150,10 @@ class OfferFilters(BaseModel):
     sort: Annotated[Sort | None, BeforeValidator(_blank_to_none)] = None
     limit: int = Field(default=DEFAULT_LIMIT, ge=1, le=MAX_LIMIT)
     offset: int = Field(default=0, ge=0, le=10_000_000)
+    # Keyset page cursor (app.queries.keyset): the page after the row it names.
+    after: Annotated[
+        Annotated[str, Field(max_length=512)] | None, BeforeValidator(_blank_to_none)
+    ] = None
 
     @field_validator("gpu", "provider", "continent", "region", "gpu_count", mode="before")
     @classmethod
@@ -203,4 +207,4 @@ def workload_from_args(args: Sequence[tuple[str, str]]) -> Workload | None:
 
 def filters_key(filters: OfferFilters) -> str:
     """What selects the rows (not sort, page or fits_only): the key of cached aggregates."""
-    return filters.model_dump_json(exclude={"sort", "limit", "offset", "fits_only"})
+    return filters.model_dump_json(exclude={"sort", "limit", "offset", "after", "fits_only"})

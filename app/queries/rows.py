@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, func, select
+from sqlalchemy import ColumnElement, FunctionElement, Select, String, func, select
+from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import Session
 
 from app.fit import MemoryEstimate, OfferFit
@@ -105,12 +106,40 @@ _ROW_COLUMNS: tuple[Any, ...] = (
 )
 
 
-def row_select() -> Select[Any]:
+def row_select(columns: Sequence[Any] = _ROW_COLUMNS) -> Select[Any]:
     return (
-        select(*_ROW_COLUMNS)
+        select(*columns)
         .join(Provider, Provider.id == Offer.provider_id)
         .outerjoin(GpuModel, GpuModel.slug == Offer.gpu_model_slug)
     )
+
+
+class _UtcText(FunctionElement[str]):
+    """A UTC timestamp column as text, `YYYY-MM-DDTHH:MM:SS.ffffff` on both backends."""
+
+    type = String()
+    name = "utc_text"
+    inherit_cache = True
+
+
+@compiles(_UtcText, "postgresql")
+def _utc_text_pg(element: _UtcText, compiler: Any, **kw: Any) -> str:
+    column = compiler.process(element.clauses, **kw)
+    return f"to_char({column} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US')"
+
+
+@compiles(_UtcText, "sqlite")
+def _utc_text_sqlite(element: _UtcText, compiler: Any, **kw: Any) -> str:
+    # Stored as 'YYYY-MM-DD HH:MM:SS.ffffff' (UTC) by SQLAlchemy.
+    return f"replace({compiler.process(element.clauses, **kw)}, ' ', 'T')"
+
+
+# row_select's columns with the two timestamps as text: a streamed export of 100,000 rows
+# spends a second building and formatting datetimes otherwise (app.queries.output.iso_utc).
+TEXT_TIME_COLUMNS: tuple[Any, ...] = tuple(
+    _UtcText(c).label(c.key) if c in (Offer.first_seen, Offer.last_seen) else c
+    for c in _ROW_COLUMNS
+)
 
 
 def _to_row(raw: Sequence[Any]) -> OfferRow:
@@ -126,10 +155,23 @@ def fetch_rows(session: Session, stmt: Select[Any]) -> list[OfferRow]:
     return [_to_row(r) for r in session.execute(stmt)]
 
 
+def rows_of(raw: Sequence[Sequence[Any]]) -> list[OfferRow]:
+    """OfferRows of rows of `row_select()` already fetched (e.g. a streamed batch)."""
+    return [_to_row(r) for r in raw]
+
+
 def get_offer(session: Session, *, offer_id: int) -> OfferRow | None:
     """One offer by id (active or not), or None."""
     rows = fetch_rows(session, row_select().where(Offer.id == offer_id))
     return rows[0] if rows else None
+
+
+def get_offers(session: Session, *, ids: Sequence[int]) -> dict[int, OfferRow]:
+    """Offers by id (active or not), in one query; missing ids are left out."""
+    if not ids:
+        return {}
+    rows = fetch_rows(session, row_select().where(Offer.id.in_(sorted(set(ids)))))
+    return {row.id: row for row in rows}
 
 
 @dataclass(frozen=True)
@@ -152,6 +194,10 @@ class OfferPage:
     caption: str
     estimate: MemoryEstimate | None = None
     fitting: int | None = None  # how many offers fit, when a workload is set
+    next_after: str | None = None  # the `after=` cursor of the next page (keyset sorts)
+
+
+data_cache.share("count")
 
 
 def count_offers(session: Session, *, filters: OfferFilters) -> int:

@@ -12,6 +12,7 @@ from sqlalchemy import (
     Boolean,
     ColumnElement,
     Float,
+    Select,
     String,
     and_,
     bindparam,
@@ -74,6 +75,13 @@ class Shape:
     facts: OfferFacts  # price-free
     count: int
     min_job_price: tuple[float | None, float | None]  # lowest job_price: (on demand, spot)
+    # Highest job_price, and how many offers have one, per market: every priced offer of the
+    # shape costs at most billed hours x the highest (ranked_ids' second bound).
+    max_job_price: tuple[float | None, float | None] = (None, None)
+    priced: tuple[int, int] = (0, 0)
+
+
+data_cache.share("fit_shapes", Shape, OfferFacts)
 
 
 def shape_groups(session: Session, filters: OfferFilters, bounds: VramBounds) -> list[Shape]:
@@ -88,6 +96,10 @@ def shape_groups(session: Session, filters: OfferFilters, bounds: VramBounds) ->
                 func.count().label("n"),
                 func.min(job_price_sql(use_spot=False)).label("min_on_demand"),
                 func.min(job_price_sql(use_spot=True)).label("min_spot"),
+                func.max(job_price_sql(use_spot=False)).label("max_on_demand"),
+                func.max(job_price_sql(use_spot=True)).label("max_spot"),
+                func.count(job_price_sql(use_spot=False)).label("priced_on_demand"),
+                func.count(job_price_sql(use_spot=True)).label("priced_spot"),
             )
             .where(*where_clauses(filters), candidate_clause(bounds))
             .group_by(*_SHAPE_COLUMNS)
@@ -99,11 +111,16 @@ def shape_groups(session: Session, filters: OfferFilters, bounds: VramBounds) ->
             groups.c.n,
             groups.c.min_on_demand,
             groups.c.min_spot,
+            groups.c.max_on_demand,
+            groups.c.max_spot,
+            groups.c.priced_on_demand,
+            groups.c.priced_spot,
         ).outerjoin(GpuModel, GpuModel.slug == groups.c.gpu_model_slug)
         out = []
         for row in session.connection().execute(stmt).all():
             slug, count_, vram, interconnect, network, gbps, billing, spot, availability = row[:9]
-            bf16, fp16, memory, nvlink, n, min_on_demand, min_spot = row[9:]
+            bf16, fp16, memory, nvlink, n, min_on_demand, min_spot = row[9:16]
+            max_on_demand, max_spot, priced_on_demand, priced_spot = row[16:]
             facts = OfferFacts(
                 gpu_count=count_,
                 vram_gib_per_gpu=vram,
@@ -130,7 +147,16 @@ def shape_groups(session: Session, filters: OfferFilters, bounds: VramBounds) ->
                 bool(spot),
                 availability,
             )
-            out.append(Shape(key, facts, int(n), (min_on_demand, min_spot)))
+            out.append(
+                Shape(
+                    key,
+                    facts,
+                    int(n),
+                    (min_on_demand, min_spot),
+                    (max_on_demand, max_spot),
+                    (int(priced_on_demand), int(priced_spot)),
+                )
+            )
         return out
 
     cache_key = (filters_key(filters), bounds.per_gpu_gib, bounds.total_gib)
@@ -214,6 +240,12 @@ def _min_cost(shape: Shape, fit: OfferFit, use_spot: bool) -> float | None:
     return None if fit.billed_hours is None or price is None else fit.billed_hours * price
 
 
+def _max_cost(shape: Shape, fit: OfferFit, use_spot: bool) -> float | None:
+    """The dearest job cost among the shape's priced offers."""
+    price = shape.max_job_price[use_spot]
+    return None if fit.billed_hours is None or price is None else fit.billed_hours * price
+
+
 def ranked_ids(
     session: Session,
     *,
@@ -226,20 +258,48 @@ def ranked_ids(
 ) -> list[int]:
     """Ids of one page of the fitting offers in rank_key order, sorted by the database.
 
-    Pruned first: each shape's cheapest offer costs `_min_cost`, so the k-th smallest of those
-    (k = offset + limit) bounds the cost of the whole page; only shapes at or under it can
-    contribute, and only their offers at or under it are sorted.
+    Pruned first by a bound on the page's dearest cost (k = offset + limit offers are at or
+    under it, so no offer above it is on the page): each shape's cheapest offer costs
+    `_min_cost`, so the k-th smallest of those is one; and every priced offer of a shape costs
+    at most `_max_cost`, so taking shapes by that until they hold k priced offers gives
+    another. Only shapes at or under the smaller can contribute, and only their offers at or
+    under it are sorted (a 1,000-row page, more than there are shapes, no longer sorts them all).
     """
     if limit <= 0 or not fitting:
         return []
+    k = offset + limit
     costs = sorted(c for s, f in fitting if (c := _min_cost(s, f, use_spot)) is not None)
-    max_cost = costs[offset + limit - 1] if len(costs) >= offset + limit else None
+    bounds_found = [costs[k - 1]] if len(costs) >= k else []
+    held = 0
+    for cost, priced in sorted(
+        (c, s.priced[use_spot]) for s, f in fitting if (c := _max_cost(s, f, use_spot)) is not None
+    ):
+        held += priced
+        if held >= k:
+            bounds_found.append(cost)
+            break
+    max_cost = min(bounds_found) if bounds_found else None
     if max_cost is not None:
         fitting = [
             (s, f)
             for s, f in fitting
             if (c := _min_cost(s, f, use_spot)) is not None and c <= max_cost
         ]
+    stmt = ranked_stmt(session, filters=filters, bounds=bounds, fitting=fitting,
+                       use_spot=use_spot, max_cost=max_cost)  # fmt: skip
+    return list(session.scalars(stmt.limit(limit).offset(offset)))
+
+
+def ranked_stmt(
+    session: Session,
+    *,
+    filters: OfferFilters,
+    bounds: VramBounds,
+    fitting: Sequence[tuple[Shape, OfferFit]],
+    use_spot: bool,
+    max_cost: float | None = None,
+) -> Select[Any]:
+    """Ids of the fitting offers in rank_key order (all of them, or those within `max_cost`)."""
     table = _shapes_table(session, fitting, with_rank=True, max_cost=max_cost)
     # A column that is NULL in every VALUES row has no type on Postgres: cast it.
     cost = cast(table.c.billed_hours, Float) * job_price_sql(use_spot=use_spot)
@@ -250,15 +310,13 @@ def ranked_ids(
         .join(table, _matches(table))
         .where(*where_clauses(filters), shape_member_clause(bounds))
         .order_by(cost.asc().nulls_last(), *ties, hours.asc().nulls_last(), Offer.id.asc())
-        .limit(limit)
-        .offset(offset)
     )
     if max_cost is not None:
         # The per-shape price ceiling is implied by the cost bound; it is what lets the
         # shape index (ix_offers_active_shape_job_price) read only the offers that can make it.
         price = job_price_sql(use_spot=use_spot)
         stmt = stmt.where(cost <= max_cost, price <= cast(table.c.max_price, Float))
-    return list(session.scalars(stmt))
+    return stmt
 
 
 def member_ids(
@@ -279,16 +337,43 @@ def member_ids(
     """
     if limit <= 0 or not members:
         return []
+    stmt = member_stmt(session, filters=filters, bounds=bounds, members=members, others=others)
+    return list(session.scalars(stmt.order_by(*order).limit(limit).offset(offset)))
+
+
+def member_stmt(
+    session: Session,
+    *,
+    filters: OfferFilters,
+    bounds: VramBounds,
+    members: Sequence[tuple[Shape, OfferFit]],
+    others: Sequence[tuple[Shape, OfferFit]],
+) -> Select[Any]:
+    """Ids (unordered) of the prefiltered offers whose shape is among `members`."""
     stmt = select(Offer.id).where(*where_clauses(filters))
     if len(members) <= len(others):
         table = _shapes_table(session, members, with_rank=False)
-        stmt = stmt.join(table, _matches(table)).where(shape_member_clause(bounds))
-    else:
-        stmt = stmt.where(candidate_clause(bounds))
-        table = _shapes_table(session, others, with_rank=False) if others else None
-        if table is not None:
-            stmt = stmt.where(~exists().where(_matches(table)))
-    return list(session.scalars(stmt.order_by(*order).limit(limit).offset(offset)))
+        return stmt.join(table, _matches(table)).where(shape_member_clause(bounds))
+    stmt = stmt.where(candidate_clause(bounds))
+    table = _shapes_table(session, others, with_rank=False) if others else None
+    if table is not None:
+        stmt = stmt.where(~exists().where(_matches(table)))
+    return stmt
+
+
+def assessed_shapes(
+    session: Session, *, filters: OfferFilters, assess: Assessor, shapes: Sequence[Shape]
+) -> tuple[list[tuple[Shape, OfferFit]], list[tuple[Shape, OfferFit]]]:
+    """The shapes with their fit, split into (fitting, near misses)."""
+    # Assessing hundreds of shapes takes tens of ms, and even as Assessor cache hits about 4 ms
+    # (8B QLoRA, 100k offers); the list changes only with the data.
+    assessed: list[tuple[Shape, OfferFit]] = data_cache.cached(
+        session,
+        "fit_assessed",
+        (filters_key(filters), assess.workload.model_dump_json(), assess.use_spot),
+        lambda: [(shape, assess(shape.facts)) for shape in shapes],
+    )
+    return [(s, f) for s, f in assessed if f.fits], [(s, f) for s, f in assessed if not f.fits]
 
 
 def sql_head(
@@ -301,16 +386,7 @@ def sql_head(
     shapes: Sequence[Shape],
 ) -> RankedHead:
     """The page's fitting offers and near misses, ordered and paged by the database."""
-    # Assessing hundreds of shapes takes tens of ms, and even as Assessor cache hits about 4 ms
-    # (8B QLoRA, 100k offers); the list changes only with the data.
-    assessed: list[tuple[Shape, OfferFit]] = data_cache.cached(
-        session,
-        "fit_assessed",
-        (filters_key(filters), assess.workload.model_dump_json(), assess.use_spot),
-        lambda: [(shape, assess(shape.facts)) for shape in shapes],
-    )
-    fitting = [(s, f) for s, f in assessed if f.fits]
-    missed = [(s, f) for s, f in assessed if not f.fits]
+    fitting, missed = assessed_shapes(session, filters=filters, assess=assess, shapes=shapes)
     n_fit, n_missed = sum(s.count for s, _ in fitting), sum(s.count for s, _ in missed)
     start, stop = filters.offset, filters.offset + filters.limit
     wanted = min(stop, n_fit) - start

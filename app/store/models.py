@@ -148,12 +148,48 @@ def per_gpu_sql(price: ColumnElement[Any]) -> ColumnElement[float]:
 _EFFECTIVE_PRICE_PER_GPU = per_gpu_sql(
     func.coalesce(Offer.price_per_hour, Offer.spot_price_per_hour)
 )
-Index("ix_offers_active_effective_price", Offer.active, _EFFECTIVE_PRICE_PER_GPU, Offer.id)
+# On Postgres it also carries the columns of its expression, so a deep offset of the default
+# order (offset=90000) is an index-only scan instead of 90,000 heap visits.
+Index(
+    "ix_offers_active_effective_price",
+    Offer.active,
+    _EFFECTIVE_PRICE_PER_GPU,
+    Offer.id,
+    postgresql_include=["price_per_hour", "spot_price_per_hour", "gpu_count"],
+)
 Index(
     "ix_offers_active_gpu_effective_price",
     Offer.active,
     Offer.gpu_model_slug,
     _EFFECTIVE_PRICE_PER_GPU,
+    Offer.id,
+)
+
+
+# The other sorts the table offers (app.queries.filters.order_by renders the same expressions),
+# so each first page and each keyset page (`after=`) is a short index range scan, not a sort.
+# Unknown VRAM sorts last under "most VRAM first": -1 is below every real total.
+NO_VRAM = -1.0
+VRAM_SORT_SQL = func.coalesce(Offer.vram_gib_total, literal(NO_VRAM, Float, literal_execute=True))
+Index(
+    "ix_offers_active_price_order",
+    Offer.active,
+    func.coalesce(Offer.price_per_hour, Offer.spot_price_per_hour),
+    Offer.id,
+)
+Index(
+    "ix_offers_active_vram_order",
+    Offer.active,
+    func.coalesce(Offer.vram_gib_total, literal_column("-1.0")).desc(),
+    _EFFECTIVE_PRICE_PER_GPU,
+    Offer.id,
+)
+Index("ix_offers_active_newest", Offer.active, Offer.first_seen.desc(), Offer.id)
+# The spot market's default order (spot price per GPU-hour).
+Index(
+    "ix_offers_active_spot_price_per_gpu",
+    Offer.active,
+    per_gpu_sql(Offer.spot_price_per_hour.expression),
     Offer.id,
 )
 
@@ -231,26 +267,16 @@ class SavedSearch(Base):
     owner_token: Mapped[str] = mapped_column(String(64), index=True)
     name: Mapped[str] = mapped_column(String(200))
     query: Mapped[str] = mapped_column(Text)
+    # The canonical query's key (app.saved.query_key): searches with the same view share one
+    # SavedQuery, whose counts and feed entries are computed once for all of them.
+    query_key: Mapped[str] = mapped_column(String(64), index=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
-class SavedSearchState(Base):
-    """What a saved search's feed last saw: its best price and when it last looked."""
-
-    __tablename__ = "saved_search_state"
-
-    saved_search_id: Mapped[int] = mapped_column(
-        ForeignKey("saved_searches.id", ondelete="CASCADE"), primary_key=True
-    )
-    checked_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
-    best_price: Mapped[float | None] = mapped_column(Float)
-    best_offer_id: Mapped[int | None] = mapped_column(Integer)
-    match_count: Mapped[int] = mapped_column(Integer, default=0)
-
-
 class SavedSearchEntry(Base):
-    """One Atom feed entry of a saved search: new matching offers, or a lower best price."""
+    """A feed entry of one saved search alone (its "created" entry); the entries a scrape
+    causes belong to its canonical query (SavedQueryEntry), shared by every search of it."""
 
     __tablename__ = "saved_search_entries"
     __table_args__ = (
@@ -299,3 +325,101 @@ class SpotAdvisorRow(Base):
     band_max_pct: Mapped[float] = mapped_column(Float)  # the feed's `max` for the band
     savings_pct: Mapped[float | None] = mapped_column(Float)  # vs on-demand, trailing 30 days
     fetched_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class OfferChange(Base):
+    """The change log: what each ingest did to each offer, written set-based in its transaction.
+
+    Saved-search feeds read it (new offers, offers back in stock) instead of re-running every
+    search after every scrape. Ids grow in commit order: ingests serialize on the data-version row
+    and write their changes after taking it.
+    """
+
+    __tablename__ = "offer_changes"
+    __table_args__ = (Index("ix_offer_changes_changed_at", "changed_at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    offer_id: Mapped[int] = mapped_column(ForeignKey("offers.id", ondelete="CASCADE"))
+    changed_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    kind: Mapped[str] = mapped_column(String(16))  # new | back | gone | price | availability
+    price_before: Mapped[float | None] = mapped_column(Float)
+    price_after: Mapped[float | None] = mapped_column(Float)
+    spot_before: Mapped[float | None] = mapped_column(Float)
+    spot_after: Mapped[float | None] = mapped_column(Float)
+    availability_before: Mapped[str | None] = mapped_column(String(16))
+    availability_after: Mapped[str | None] = mapped_column(String(16))
+
+
+class SavedQuery(Base):
+    """One distinct saved view (many searches may share it): its counts as of a data version and
+    how far its feed has read the change log."""
+
+    __tablename__ = "saved_queries"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    query: Mapped[str] = mapped_column(Text)
+    version: Mapped[str | None] = mapped_column(String(32))  # data version of the counts
+    computed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    match_count: Mapped[int] = mapped_column(Integer, default=0)
+    best_price: Mapped[float | None] = mapped_column(Float)
+    best_offer_id: Mapped[int | None] = mapped_column(Integer)
+    checked_change_id: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class SavedQueryEntry(Base):
+    """A feed entry of a canonical query (new matching offers, a lower best price, offers back
+    in stock); every saved search of the query shows those made after it was saved."""
+
+    __tablename__ = "saved_query_entries"
+    __table_args__ = (Index("ix_saved_query_entries_key_time", "query_key", "created_at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    query_key: Mapped[str] = mapped_column(ForeignKey("saved_queries.key", ondelete="CASCADE"))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    kind: Mapped[str] = mapped_column(String(16))  # new_offers | price_drop | available
+    title: Mapped[str] = mapped_column(String(300))
+    summary: Mapped[str] = mapped_column(Text)
+    offer_id: Mapped[int | None] = mapped_column(Integer)
+
+
+class AggregateCache(Base):
+    """Aggregates (counts, facets, machine shapes) computed for one data version, shared by every
+    process: the ingesting worker writes them before its commit, so no replica's first request
+    after a scrape computes them (app.store.data_cache)."""
+
+    __tablename__ = "aggregate_cache"
+
+    version: Mapped[str] = mapped_column(String(32), primary_key=True)
+    namespace: Mapped[str] = mapped_column(String(32), primary_key=True)
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class WarmView(Base):
+    """A view people open (`/?<query>` or `/gpus/<slug>`, in `query`): warmed after each
+    ingest (app.web.warm)."""
+
+    __tablename__ = "warm_views"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    query: Mapped[str] = mapped_column(Text)
+    last_used_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class GpuPricePoint(Base):
+    """Each provider's cheapest and dearest listed on-demand price per GPU-hour of one GPU model
+    at one ingest: the GPU page's price history, a few rows per scrape whatever the offer count
+    (written set-based by app.pipeline.ingest)."""
+
+    __tablename__ = "gpu_price_points"
+    __table_args__ = (Index("ix_gpu_price_points_gpu_time", "gpu_model_slug", "observed_at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    gpu_model_slug: Mapped[str] = mapped_column(String(64))
+    provider_id: Mapped[str] = mapped_column(String(64))
+    observed_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    min_price_per_gpu: Mapped[float] = mapped_column(Float)
+    max_price_per_gpu: Mapped[float] = mapped_column(Float)
+    offers: Mapped[int] = mapped_column(Integer)

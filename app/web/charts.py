@@ -1,8 +1,10 @@
 """Inline SVG charts rendered on the server: pure functions from data to escaped markup.
 
 Prices are step lines: a recorded price holds until the next observation, and the last one
-until `end` (the offer's last sighting, or now). Colours come from CSS classes (static/app.css),
-so the markup needs no inline styles.
+until `end` (the offer's last sighting, or now). Long series are drawn downsampled (one point
+per time bucket with its low-high range shaded), so a chart stays a few tens of kilobytes however
+long the history. Colours come from CSS classes (static/app.css), so the markup needs no inline
+styles.
 """
 
 from __future__ import annotations
@@ -19,11 +21,48 @@ from app.store.models import utcnow
 
 @dataclass(frozen=True)
 class Series:
-    """One line: a legend name, a CSS class, and (time, value) points in time order."""
+    """One line: a legend name, a CSS class, and (time, value) points in time order; `ranges`
+    optionally shades each time bucket's (start, end, low, high) behind it."""
 
     name: str
     css: str
     points: Sequence[tuple[datetime, float]]
+    ranges: Sequence[tuple[datetime, datetime, float, float]] = ()
+
+
+# A series longer than this is drawn downsampled (`downsample`); markers (one <circle> with a
+# tooltip per point) are drawn only while the chart holds at most MAX_MARKERS points.
+MAX_POINTS = 300
+DOWNSAMPLE_BUCKETS = 150
+MAX_MARKERS = 200
+
+
+def downsample(series: Series, buckets: int = DOWNSAMPLE_BUCKETS) -> Series:
+    """`series` with at most `buckets` points: per time bucket the value in force at its end
+    (prices are steps) and the bucket's low-high range; short series come back unchanged."""
+    points = series.points
+    if len(points) <= MAX_POINTS:
+        return series
+    t0, t1 = points[0][0], points[-1][0]
+    width = max((t1 - t0) / buckets, timedelta(seconds=1)) * (1 + 1e-6)
+    out: list[tuple[datetime, float]] = []
+    ranges: list[tuple[datetime, datetime, float, float]] = []
+    current: int | None = None
+    low = high = last = 0.0
+    for when, value in points:
+        index = int((when - t0) / width)
+        if index != current:
+            if current is not None:
+                start = t0 + width * current
+                out.append((start, last))
+                ranges.append((start, start + width, low, high))
+            current, low, high = index, value, value
+        low, high, last = min(low, value), max(high, value), value
+    assert current is not None
+    start = t0 + width * current
+    out.append((start, last))
+    ranges.append((start, start + width, low, high))
+    return Series(series.name, series.css, out, ranges)
 
 
 @dataclass(frozen=True)
@@ -106,7 +145,7 @@ def time_chart(
     unit: str = "per hour",
 ) -> Markup:
     """An accessible SVG step chart of `series` over time, with shaded `bands`."""
-    drawn = [s for s in series if s.points]
+    drawn = [downsample(s) for s in series if s.points]
     end = end or utcnow()
     if not drawn:
         return Markup('<p class="chart-empty">No price history recorded yet.</p>')
@@ -115,7 +154,7 @@ def time_chart(
     if t1 - t0 < timedelta(hours=1):
         t0, t1 = t0 - timedelta(minutes=30), t1 + timedelta(minutes=30)
     span = t1 - t0
-    values = [v for s in drawn for _, v in s.points]
+    values = [v for s in drawn for _, v in s.points] + [r[3] for s in drawn for r in s.ranges]
     ticks = nice_ticks(0.0, max(values) * 1.1 or 1.0)
     y_max = ticks[-1]
 
@@ -155,11 +194,19 @@ def time_chart(
             f'text-anchor="{anchor}">{escape(_fmt_time(when, span))}</text>'
         )
     for s in drawn:
+        if s.ranges:
+            out.append(
+                f'<path class="range {escape(s.css)}" d="{_range_path(s.ranges, x, y)}">'
+                f"<title>{escape(s.name)}: range within each period</title></path>"
+            )
+    # Markers mark observations: none on bucketed series, none when they would crowd the plot.
+    markers = sum(len(s.points) for s in drawn if not s.ranges) <= MAX_MARKERS
+    for s in drawn:
         out.append(
             f'<path class="line {escape(s.css)}" d="{_step_path(s.points, end, x, y)}">'
             f"<title>{escape(s.name)}</title></path>"
         )
-        for when, value in s.points:
+        for when, value in s.points if markers and not s.ranges else ():
             out.append(
                 f'<circle class="dot {escape(s.css)}" cx="{x(when):.1f}" cy="{y(value):.1f}" r="3">'
                 f"<title>{escape(s.name)}: {escape(_fmt_value(value))} "
@@ -185,13 +232,29 @@ def time_chart(
     return Markup("".join(out))
 
 
+def _range_path(
+    ranges: Sequence[tuple[datetime, datetime, float, float]],
+    x: Callable[[datetime], float],
+    y: Callable[[float], float],
+) -> str:
+    """One closed box per bucket, low to high (a path, not hundreds of <rect> elements)."""
+    parts = []
+    for start, stop, low, high in ranges:
+        x0, x1 = x(start), x(stop)
+        parts.append(f"M{x0:.1f},{y(high):.1f}H{x1:.1f}V{y(low):.1f}H{x0:.1f}Z")
+    return "".join(parts)
+
+
 def _describe(series: Sequence[Series], unit: str) -> str:
     parts = []
     for s in series:
         values = [v for _, v in s.points]
+        low = min([*values, *(r[2] for r in s.ranges)])
+        high = max([*values, *(r[3] for r in s.ranges)])
+        what = f"{len(values)} period(s)" if s.ranges else f"{len(values)} observation(s)"
         parts.append(
-            f"{s.name}: {len(values)} observation(s), from {_fmt_value(min(values))} to "
-            f"{_fmt_value(max(values))} {unit}, latest {_fmt_value(values[-1])}"
+            f"{s.name}: {what}, from {_fmt_value(low)} to "
+            f"{_fmt_value(high)} {unit}, latest {_fmt_value(values[-1])}"
         )
     return "; ".join(parts)
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import csv
 import io
 import re
+import time
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
@@ -19,17 +21,18 @@ from app.fit.serialize import fit_dict
 from app.pipeline.freshness import provider_statuses
 from app.queries import (
     OfferFilters,
+    OfferRow,
     RankedOffer,
     assess_row,
-    cheapest_per_provider,
     get_offer,
-    gpu_price_history,
+    get_offers,
     offer_dict,
     price_history,
     to_csv,
 )
 from app.saved import (
     OWNER_COOKIE,
+    SavedQueryRefresher,
     SavedSearchError,
     SavedSearchLimitReached,
     create_saved_search,
@@ -37,20 +40,23 @@ from app.saved import (
     csrf_token,
     delete_saved_search,
     feed_entries,
+    is_current,
     new_token,
     owned_search,
     owned_searches,
-    refresh_saved_search,
+    position,
+    refresh_saved_query,
     rename_saved_search,
+    saved_states,
 )
 from app.saved import (
     by_share_token as saved_by_share_token,
 )
-from app.store.models import SavedSearch, SavedSearchState, utcnow
-from app.web import urls
+from app.store.models import SavedQuery, SavedSearch, utcnow
+from app.web import urls, warm
 from app.web.charts import Series, availability_bands, availability_chart, time_chart
 from app.web.templating import templates
-from app.web.views import gpu_spec, index_context
+from app.web.views import GpuPageData, gpu_page_data, gpu_spec, index_context
 from app.web.workload import WorkloadDep
 
 router = APIRouter(include_in_schema=False)
@@ -149,6 +155,7 @@ def index(
         # Blank form fields mean "no filter": redirect to the canonical, bookmarkable URL.
         return RedirectResponse(urls.url("/", args), status_code=302)
     context = index_context(session, settings, args=args, filters=filters, workload=workload)
+    warm.note_request(request)
     return _render(request, "index.html", context, headers=urls.alternate_links(request))
 
 
@@ -252,11 +259,16 @@ def offer_json(session: SessionDep, offer_id: int, workload: WorkloadDep) -> dic
 # GPU model page
 
 
-def _gpu_rows(session: SessionDep, slug: str) -> tuple[Any, list[RankedOffer]]:
+def _gpu_data(session: SessionDep, slug: str) -> tuple[Any, GpuPageData]:
     spec = gpu_spec(session, slug)
     if spec is None:
         raise HTTPException(404, f"No GPU model {slug!r} in the catalog")
-    return spec, [RankedOffer(r) for r in cheapest_per_provider(session, slug=slug)]
+    return spec, gpu_page_data(session, slug)
+
+
+def _gpu_rows(session: SessionDep, slug: str) -> tuple[Any, list[RankedOffer]]:
+    spec, data = _gpu_data(session, slug)
+    return spec, [RankedOffer(r) for r in data.rows]
 
 
 def _gpu_twins(slug: str) -> list[tuple[str, str]]:
@@ -290,16 +302,26 @@ def gpu_json(session: SessionDep, slug: str) -> dict[str, Any]:
 @router.get("/gpus/{slug}", response_class=HTMLResponse)
 def gpu_page(request: Request, session: SessionDep, slug: str) -> Response:
     """Specs with their source, cheapest offers per provider, price history across providers."""
-    spec, rows = _gpu_rows(session, slug)
-    history = gpu_price_history(session, slug=slug)
-    series = [Series(h.provider, f"s{i % 8}", h.points) for i, h in enumerate(history)]
+    spec, data = _gpu_data(session, slug)
+    warm.note_request(request)
+    # One colour per line: the providers cheapest now, the rest left out and said so.
+    series = [
+        Series(h.provider, f"s{i}", h.points, h.ranges)
+        for i, h in enumerate(sorted(data.history, key=lambda h: h.provider))
+    ]
     chart = time_chart(
         series, title=f"{spec.name}: cheapest on-demand price per GPU-hour", unit="per GPU-hour"
     )
     return _render(
         request,
         "gpu.html",
-        {"spec": spec, "rows": rows, "chart": chart},
+        {
+            "spec": spec,
+            "rows": [RankedOffer(r) for r in data.rows],
+            "chart": chart,
+            "providers_drawn": len(series),
+            "providers_total": len(data.providers),
+        },
         headers=urls.alternate_links(request, _gpu_twins(slug)),
     )
 
@@ -382,52 +404,106 @@ _SAVED_TWINS = [
 ]
 
 
-def _saved_items(session: SessionDep, owner: str | None) -> list[dict[str, Any]]:
-    items = []
-    for search in owned_searches(session, owner_token=owner):
-        refresh_saved_search(session, search=search)
-        state = session.get_one(SavedSearchState, search.id)
-        best = get_offer(session, offer_id=state.best_offer_id) if state.best_offer_id else None
-        items.append({"search": search, "state": state, "best": best})
+@dataclass(frozen=True)
+class SavedItem:
+    """One row of /saved: the search, its view's stored state and that state's best offer."""
+
+    search: SavedSearch
+    state: SavedQuery
+    best: OfferRow | None
+    current: bool  # the counts are those of the current data version
+
+
+def _saved_items(request: Request, session: Session, owner: str | None) -> list[SavedItem]:
+    """This browser's searches with their views' counts, never re-running every search.
+
+    Views left stale by a scrape are brought up to date here while the settings' time budget
+    lasts (each is one search, shared by everyone who saved the same view); the rest go to the
+    background refresher and show their counts as of the data version they were computed for.
+    """
+    searches = owned_searches(session, owner_token=owner)
+    if not searches:
+        return []
+    keys = list(dict.fromkeys(s.query_key for s in searches))
+    states = saved_states(session, keys)
+    for search in searches:
+        if search.query_key not in states:  # a search stored before its view had a state
+            states[search.query_key] = SavedQuery(
+                key=search.query_key, query=search.query, match_count=0, checked_change_id=0
+            )
+            session.add(states[search.query_key])
     session.commit()
-    return items
+    at = position(session)
+    stale = [key for key in keys if not is_current(states[key], at)]
+    settings = request.app.state.settings
+    deadline = time.monotonic() + settings.saved_refresh_budget_ms / 1000
+    left = []
+    for key in stale:
+        if time.monotonic() >= deadline:
+            left.append(key)
+            continue
+        refresh_saved_query(session, key=key)
+        session.commit()
+    refresher: SavedQueryRefresher | None = getattr(request.app.state, "saved_refresher", None)
+    if left and refresher is not None:
+        refresher.submit(left)
+    best = get_offers(
+        session, ids=[s.best_offer_id for s in states.values() if s.best_offer_id is not None]
+    )
+    return [
+        SavedItem(
+            search,
+            states[search.query_key],
+            best.get(states[search.query_key].best_offer_id or -1),
+            is_current(states[search.query_key], at),
+        )
+        for search in searches
+    ]
 
 
-def _saved_public(item: dict[str, Any]) -> dict[str, Any]:
-    search: SavedSearch = item["search"]
-    best = item["best"]
+def _saved_public(item: SavedItem) -> dict[str, Any]:
+    search = item.search
+    computed = item.state.computed_at
     return {
         "name": search.name,
         "query": search.query,
         "share_url": f"/s/{search.share_token}",
         "feed_url": f"/saved/{search.share_token}.atom",
         "created_at": search.created_at.isoformat(),
-        "match_count": item["state"].match_count,
-        "best_price": item["state"].best_price,
-        "best_offer": None if best is None else offer_dict(RankedOffer(best)),
+        "match_count": item.state.match_count,
+        "best_price": item.state.best_price,
+        "best_offer": None if item.best is None else offer_dict(RankedOffer(item.best)),
+        "as_of": None if computed is None else computed.isoformat(),
+        "current": item.current,
     }
 
 
 @router.get("/saved", response_class=HTMLResponse)
 def saved_page(request: Request, session: SessionDep) -> Response:
     """This browser's saved searches with their current best match and match count."""
-    items = _saved_items(session, _owner(request))
+    items = _saved_items(request, session, _owner(request))
     return _render(
-        request, "saved.html", {"items": items}, headers=urls.alternate_links(request, _SAVED_TWINS)
+        request,
+        "saved.html",
+        {"items": items, "stale": any(not item.current for item in items)},
+        headers=urls.alternate_links(request, _SAVED_TWINS),
     )
 
 
 @router.get("/api/saved")
 def saved_json(request: Request, session: SessionDep) -> dict[str, Any]:
     """This browser's saved searches (by its cookie) as JSON."""
-    return {"saved": [_saved_public(i) for i in _saved_items(session, _owner(request))]}
+    return {"saved": [_saved_public(i) for i in _saved_items(request, session, _owner(request))]}
 
 
 @router.get("/saved.csv")
 def saved_csv(request: Request, session: SessionDep) -> Response:
     """This browser's saved searches as CSV."""
-    data = [_saved_public(i) for i in _saved_items(session, _owner(request))]
-    columns = ("name", "query", "share_url", "feed_url", "created_at", "match_count", "best_price")
+    data = [_saved_public(i) for i in _saved_items(request, session, _owner(request))]
+    columns = (
+        "name", "query", "share_url", "feed_url", "created_at", "match_count", "best_price",
+        "as_of", "current",
+    )  # fmt: skip
     return _csv_response(columns, [[d[c] for c in columns] for d in data], request, _SAVED_TWINS)
 
 
@@ -528,7 +604,8 @@ def saved_feed(request: Request, session: SessionDep, share_token: str) -> Respo
     search = saved_by_share_token(session, share_token=share_token)
     if search is None:
         raise HTTPException(404, "No such saved search")
-    refresh_saved_search(session, search=search)
+    # One view, brought up to date for its readers (shared by everyone who saved it).
+    refresh_saved_query(session, key=search.query_key)
     session.commit()
     entries = feed_entries(session, search=search)
     base = str(request.base_url).rstrip("/")

@@ -2,7 +2,8 @@
 
 Arguments are an ordered list of (key, value) pairs, as `request.query_params.multi_items()`
 gives them; helpers return new lists and `qs` renders a canonical query string (blank values
-dropped). Changing a filter drops `offset`, so a narrowed view starts on its first page.
+dropped). Changing a filter drops `offset` and `after`, so a narrowed view starts on its first
+page.
 """
 
 from __future__ import annotations
@@ -48,9 +49,18 @@ def without(args: Args, *keys: str) -> Args:
     return [(k, v) for k, v in args if k not in keys]
 
 
+# Where the page starts: an offset, or a keyset cursor (`after`); setting one drops the other.
+PAGE_START = ("offset", "after")
+
+
 def replace(args: Args, key: str, value: str | None) -> Args:
     """Set `key` to one value (None removes it); resets the page unless `key` is the page."""
-    drop = (key,) if key in ("offset", "limit") else (key, "offset")
+    if key in PAGE_START:
+        drop: tuple[str, ...] = PAGE_START
+    elif key == "limit":
+        drop = (key,)
+    else:
+        drop = (key, *PAGE_START)
     out = without(args, *drop)
     if value is not None:
         out.append((key, value))
@@ -60,7 +70,7 @@ def replace(args: Args, key: str, value: str | None) -> Args:
 def toggle(args: Args, key: str, value: str) -> Args:
     """Add `value` to a multi-valued `key`, or remove it if present; resets the page."""
     present = (key, value) in args
-    out = [(k, v) for k, v in args if k != "offset" and (k, v) != (key, value)]
+    out = [(k, v) for k, v in args if k not in PAGE_START and (k, v) != (key, value)]
     if not present:
         out.append((key, value))
     return out

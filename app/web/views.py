@@ -21,9 +21,13 @@ from app.queries import (
     Facet,
     OfferFilters,
     OfferPage,
+    OfferRow,
+    ProviderHistory,
     RegionGroup,
     active_filters,
+    cheapest_per_provider,
     facets,
+    gpu_price_history,
     regions_by_continent,
     search_offers,
 )
@@ -101,6 +105,12 @@ def _pagination(args: Args, page: OfferPage) -> list[PageLink]:
         offset = str(index * page.limit) if index else None
         return urls.url("/", urls.replace(args, "offset", offset))
 
+    # Next follows the keyset cursor where the sort has one: one index range scan however deep.
+    following = (
+        urls.url("/", urls.replace(args, "after", page.next_after))
+        if page.next_after
+        else (link(current + 1) if current + 1 < pages else None)
+    )
     out = [PageLink("← Previous", link(current - 1) if current > 0 else None)]
     shown = sorted({0, pages - 1, *range(max(0, current - 2), min(pages, current + 3))})
     last = -1
@@ -109,7 +119,7 @@ def _pagination(args: Args, page: OfferPage) -> list[PageLink]:
             out.append(PageLink("…", None))
         out.append(PageLink(str(index + 1), None if index == current else link(index)))
         last = index
-    out.append(PageLink("Next →", link(current + 1) if current + 1 < pages else None))
+    out.append(PageLink("Next →", following))
     return out
 
 
@@ -178,7 +188,8 @@ def index_context(
     def replace_url(key: str, value: str | None) -> str:
         return urls.url("/", urls.replace(args, key, value))
 
-    query = urls.qs(urls.without(args, "offset"))
+    query = urls.qs(urls.without(args, *urls.PAGE_START))
+    whole_view = urls.without(args, *urls.PAGE_START, "limit")
     return {
         "args": args,
         "arg": lambda key, default="": urls.first(args, key, default),
@@ -208,6 +219,8 @@ def index_context(
         "query": query,
         "json_url": urls.url("/api/offers", args),
         "csv_url": urls.url("/offers.csv", args),
+        "export_csv_url": urls.url("/export/offers.csv", whole_view),
+        "export_jsonl_url": urls.url("/export/offers.jsonl", whole_view),
         "gpu_choices": _gpu_choices(session, by_key.get("gpu")),
         "banners": banners(session, settings),
         **_grouping(session, args, filters, page),
@@ -245,3 +258,23 @@ def gpu_spec(session: Session, slug: str) -> GpuSpec | None:
     if row is None:
         return None
     return GpuSpec(**{f: getattr(row, f) for f in GpuSpec.__dataclass_fields__})
+
+
+MAX_CHART_SERIES = 8  # the chart palette's colours (static/app.css .s0-.s7)
+
+
+@dataclass(frozen=True)
+class GpuPageData:
+    """What a GPU page shows besides specs: cheapest offer per provider, price history."""
+
+    rows: list[OfferRow]  # each provider's cheapest current offer, cheapest first
+    history: list[ProviderHistory]  # of the MAX_CHART_SERIES providers cheapest now
+    providers: list[str]  # every provider listing the GPU now, cheapest first
+
+
+def gpu_page_data(session: Session, slug: str) -> GpuPageData:
+    """The GPU page's offers and chart data (both cached until the next ingest)."""
+    rows = cheapest_per_provider(session, slug=slug)
+    providers = list(dict.fromkeys(row.provider for row in rows))
+    history = gpu_price_history(session, slug=slug, providers=providers[:MAX_CHART_SERIES])
+    return GpuPageData(rows, history, providers)

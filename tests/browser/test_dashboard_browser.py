@@ -85,8 +85,10 @@ def test_rank_filter_save_reopen_and_chart(server: str, browser: object, tmp_pat
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
 
-    page.goto(f"{server}/")
+    response = page.goto(f"{server}/")
     expect(page.locator("h1#results-title")).to_have_text("GPU offers")
+    # The browser asked for and got a compressed page (GZipMiddleware).
+    assert response is not None and response.headers.get("content-encoding") == "gzip"
 
     # Fine-tuning with QLoRA on an 8B preset: the form applies itself on change.
     with page.expect_navigation():

@@ -7,7 +7,14 @@ import xml.etree.ElementTree as ET
 from datetime import UTC, datetime, timedelta
 
 from app.web import urls
-from app.web.charts import Band, Series, availability_bands, nice_ticks, time_chart
+from app.web.charts import (
+    Band,
+    Series,
+    availability_bands,
+    downsample,
+    nice_ticks,
+    time_chart,
+)
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -66,3 +73,29 @@ def test_availability_bands_last_until_next_point() -> None:
     ]
     bands = availability_bands(points, T0 + timedelta(hours=4))
     assert [(b.css, b.start.hour, b.end.hour) for b in bands] == [("out", 1, 3), ("limited", 3, 4)]
+
+
+def test_long_series_are_downsampled_to_buckets_with_their_ranges() -> None:
+    # 20,000 observations, one every 3 minutes, a saw-tooth between 1 and 2.
+    points = [(T0 + timedelta(minutes=3 * i), 1.0 + (i % 100) / 99) for i in range(20_000)]
+    small = downsample(Series("p", "s0", points), buckets=100)
+    assert len(small.points) == len(small.ranges) <= 100
+    for (start, stop, low, high), (when, value) in zip(small.ranges, small.points, strict=True):
+        inside = [v for t, v in points if start <= t < stop]
+        assert inside and (low, high) == (min(inside), max(inside))
+        assert when == start and value == inside[-1]  # the price in force at the bucket's end
+    svg = str(time_chart([Series("p", "s0", points)], title="t", end=points[-1][0]))
+    ET.fromstring(svg)
+    assert len(svg) < 40_000 and "<circle" not in svg and 'class="range s0"' in svg
+    # A short series is drawn as it is, with a marker per observation.
+    few = points[:50]
+    assert downsample(Series("p", "s0", few)).points == few
+    assert str(time_chart([Series("p", "s0", few)], title="t")).count("<circle") == 50
+
+
+def test_export_time_text_matches_isoformat() -> None:
+    from app.queries.output import iso_utc
+
+    for when in (T0, T0 + timedelta(microseconds=120), T0 + timedelta(days=400, seconds=59)):
+        text = when.strftime("%Y-%m-%dT%H:%M:%S.%f")
+        assert iso_utc(text) == when.isoformat()

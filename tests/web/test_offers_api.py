@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from typing import Any
 
 import pytest
@@ -11,6 +12,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.core.settings import Settings
+from app.main import create_app
 from app.queries import OfferFilters, count_offers, facets
 from app.store.models import GpuModel, Offer
 from tests.web.helpers import QLORA_8B
@@ -220,6 +223,55 @@ def test_pagination_covers_everything_once(client: TestClient, sample_loaded: in
     assert past_end["offers"] == [] and past_end["total"] == sample_loaded
 
 
+@pytest.mark.parametrize(
+    "params",
+    [
+        {},
+        {"sort": "price"},
+        {"sort": "vram"},
+        {"sort": "newest"},
+        {"market": "spot"},
+        {"market": "spot", "sort": "price"},
+        {"sort": "vram", "include_inactive": "true"},
+        {"sort": "newest", "provider": "vastai"},
+    ],
+)
+def test_keyset_pages_walk_the_same_rows_as_offset_pages(
+    client: TestClient,
+    sample_loaded: int,
+    session_factory: sessionmaker[Session],
+    params: dict[str, str],
+) -> None:
+    with session_factory.begin() as session:  # some gone offers for include_inactive
+        session.execute(update(Offer).where(Offer.id % 7 == 0).values(active=False))
+    by_offset = [o["id"] for o in get_all(client, **params)]
+    limit = max(2, min(97, len(by_offset) // 4))  # several pages, ties across their edges
+    ids: list[int] = []
+    after: str | None = None
+    while True:
+        page = {**params, "limit": limit, **({"after": after} if after else {})}
+        body = client.get("/api/offers", params=page).json()
+        assert body["offset"] == len(ids)  # the cursor carries its position
+        ids += [o["id"] for o in body["offers"]]
+        after = body["next_after"]
+        if after is None:
+            break
+    assert ids == by_offset and len(by_offset) == body["total"] > 2 * limit
+
+
+def test_bad_or_foreign_cursor_is_422_naming_after(client: TestClient, sample_loaded: int) -> None:
+    after = client.get("/api/offers", params={"sort": "price"}).json()["next_after"]
+    for params in (
+        {"after": "not-a-cursor"},
+        {"after": after, "sort": "vram"},  # made for another order
+        {"after": after, "sort": "price", "market": "spot"},  # another market's prices
+        {"after": after, "sort": "price", **QLORA_8B},  # ranked tables page by offset
+    ):
+        response = client.get("/api/offers", params=params)
+        assert response.status_code == 422, params
+        assert [d["field"] for d in response.json()["detail"]] == ["after"]
+
+
 def test_csv_twin_matches_json(client: TestClient, sample_loaded: int) -> None:
     params = {"provider": "lambdalabs", "sort": "price", "limit": 200}
     data = client.get("/api/offers", params=params).json()["offers"]
@@ -272,3 +324,55 @@ def test_unfiltered_facets_from_one_scan_match_counts(session: Session, sample_l
     for value in by_key["billing"].values:
         narrowed = OfferFilters.model_validate({"billing": [value.value]})
         assert value.count == count_offers(session, filters=narrowed)
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"provider": ["vastai", "lambdalabs"], "sort": "price"},
+        {},
+        QLORA_8B,
+        {**QLORA_8B, "sort": "price", "fits_only": "true"},
+        {"model": "llama-3.1-70b", "method": "full", "sort": "vram"},
+    ],
+)
+def test_export_streams_the_whole_view_in_its_order(
+    client: TestClient, sample_loaded: int, params: dict[str, Any]
+) -> None:
+    view = get_all(client, **params)
+    csv_response = client.get("/export/offers.csv", params={**params, "limit": 5, "offset": 7})
+    assert csv_response.status_code == 200
+    disposition = csv_response.headers["content-disposition"]
+    assert disposition.startswith('attachment; filename="gpufit-offers-')
+    assert disposition.endswith('.csv"')
+    assert csv_response.headers["x-total-count"] == str(len(view))
+    rows = list(csv.DictReader(io.StringIO(csv_response.text)))
+    assert [int(r["id"]) for r in rows] == [o["id"] for o in view]  # no page: all, in order
+    # Cell for cell what the page's CSV twin says about the same rows.
+    twin = client.get("/offers.csv", params={**params, "limit": 40}).text.splitlines()
+    assert csv_response.text.splitlines()[: len(twin)] == twin
+    lines = client.get("/export/offers.jsonl", params=params).text.splitlines()
+    objects = [json.loads(line) for line in lines]
+    assert objects == view  # the same objects as /api/offers, every one
+    if "model" in params:
+        assert [r["fits"] for r in rows] == [str(o["fits"]) for o in view]
+
+
+def test_export_refuses_views_over_the_row_limit(
+    settings: Settings, session_factory: sessionmaker[Session], sample_loaded: int
+) -> None:
+    app = create_app(settings.model_copy(update={"export_max_rows": 100}), scheduler=False)
+    with TestClient(app) as limited:
+        response = limited.get("/export/offers.csv")
+        assert response.status_code == 422 and "narrow the filters" in response.json()["detail"]
+        small = limited.get("/export/offers.jsonl", params={"provider": "paperspace"})
+        assert small.status_code == 200 and 0 < len(small.text.splitlines()) <= 100
+
+
+def test_responses_are_gzipped(client: TestClient, sample_loaded: int) -> None:
+    for path in ("/", "/api/offers", "/offers.csv", "/export/offers.csv", "/gpus/h100-sxm"):
+        response = client.get(path, headers={"accept-encoding": "gzip"})
+        assert response.headers.get("content-encoding") == "gzip", path
+        assert response.headers.get("vary") == "Accept-Encoding", path
+    plain = client.get("/", headers={"accept-encoding": "identity"})
+    assert "content-encoding" not in plain.headers

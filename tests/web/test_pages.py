@@ -38,10 +38,26 @@ def test_blank_form_fields_redirect_to_canonical_url(client: TestClient) -> None
 
 
 def test_pagination_links(client: TestClient, sample_loaded: int) -> None:
-    html = client.get("/?limit=100&offset=100").text
+    # One row per offer (group=offer): grouping would fold a page's repeats into fewer rows.
+    html = client.get("/?limit=100&offset=100&group=offer").text
     assert "Showing 101–200 of" in html
-    assert 'href="/?limit=100" rel="prev"' in html
-    assert 'href="/?limit=100&amp;offset=200" rel="next"' in html
+    assert 'href="/?limit=100&amp;group=offer" rel="prev"' in html
+    # Next continues by keyset cursor; it lands where offset=200 would.
+    start = html.index('rel="next"')
+    href = html[
+        html.rindex('href="', 0, start) + 6 : html.index('"', html.rindex('href="', 0, start) + 6)
+    ]
+    assert href.startswith("/?limit=100&amp;group=offer&amp;after=")
+    following = client.get(href.replace("&amp;", "&")).text
+    assert "Showing 201–300 of" in following
+    by_offset = client.get("/?limit=100&offset=200&group=offer").text
+
+    def ids(page: str) -> list[str]:
+        return re.findall(r'<tr class="offer[^"]*" id="o(\d+)"', page)
+
+    assert ids(following) == ids(by_offset) and len(ids(following)) == 100
+    # Numbered links and Previous go by offset (and drop the cursor).
+    assert 'href="/?limit=100&amp;group=offer&amp;offset=100" rel="prev"' in following
 
 
 def test_scraped_strings_are_escaped(
@@ -142,6 +158,61 @@ def test_gpu_page_specs_cheapest_per_provider_and_history(
         assert shown == min(own)
     csv_text = client.get("/gpus/h100-sxm.csv").text
     assert csv_text.count("\n") == len(providers) + 1
+
+
+def test_gpu_history_is_each_scrapes_cheapest_listed_price_per_provider(
+    client: TestClient, session_factory: sessionmaker[Session]
+) -> None:
+    from app.queries import gpu_price_history
+
+    t0 = utcnow() - timedelta(days=2)
+    dear = record(instance_type="test.8xh100.b", price_per_hour=32.0)
+    ingest(session_factory, [record(price_per_hour=24.0), dear], now=t0)
+    # A day later the dearer offer is cheaper: the cheapest listed price drops to $2.50/GPU-h.
+    cheaper = [
+        record(price_per_hour=24.0),
+        record(instance_type="test.8xh100.b", price_per_hour=20),
+    ]
+    ingest(session_factory, cheaper, now=t0 + timedelta(days=1))
+    with session_factory() as session:
+        (history,) = gpu_price_history(session, slug="h100-sxm", buckets=10)
+    assert history.provider == "testcloud"
+    assert [p for _, p in history.points] == [3.0, 2.5]  # per GPU-hour, one bucket per scrape
+    assert history.ranges[0][2:] == (3.0, 3.0)
+    html = client.get("/gpus/h100-sxm", headers=HTML).text
+    assert '<path class="line s0"' in html and "testcloud" in html
+
+
+def test_gpu_page_stays_small_with_long_histories(
+    client: TestClient, session_factory: sessionmaker[Session]
+) -> None:
+    """A year of hourly snapshots for 12 providers: one step per bucket, 8 lines, no markers."""
+    from app.store.models import GpuPricePoint
+
+    ingest(
+        session_factory,
+        [record(provider=f"p{p:02d}", price_per_hour=8.0 * (2 + p / 10)) for p in range(12)],
+        source="p",
+    )
+    start = utcnow() - timedelta(days=365)
+    with session_factory.begin() as session:
+        session.add_all(
+            GpuPricePoint(
+                gpu_model_slug="h100-sxm",
+                provider_id=f"p{p:02d}",
+                observed_at=start + timedelta(hours=h),
+                min_price_per_gpu=2.0 + p / 10 + (h % 24) / 100,
+                max_price_per_gpu=4.0,
+                offers=3,
+            )
+            for p in range(12)
+            for h in range(0, 365 * 24, 3)
+        )
+    html = client.get("/gpus/h100-sxm", headers=HTML).text
+    assert len(html.encode()) < 200_000
+    assert "<circle" not in html and html.count('<path class="line') == 8
+    assert "The 8 providers cheapest now are drawn, of the 12 listing it." in html
+    assert all(f"p{p:02d}" in html for p in range(8))
 
 
 def test_providers_page_and_twins(client: TestClient, sample_loaded: int) -> None:

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import pytest
 from sqlalchemy import event
 from sqlalchemy.orm import Session
 
@@ -76,3 +77,52 @@ def test_fit_ranking_looks_up_each_shape_by_every_shape_column(
         condition = next(line for line in text_.splitlines() if "shape_job_price" in line)
     # The last shape column takes part in the lookup: no shape rescans its neighbours' offers.
     assert "availability" in condition, text_
+
+
+SORT_INDEXES = [
+    ({"sort": "price"}, "ix_offers_active_price_order"),
+    ({"sort": "vram"}, "ix_offers_active_vram_order"),
+    ({"sort": "newest"}, "ix_offers_active_newest"),
+    ({"market": "spot"}, "ix_offers_active_spot_price_per_gpu"),
+    ({}, "ix_offers_active_effective_price"),
+]
+
+
+def _page_plan(session: Session, filters: OfferFilters) -> tuple[str, str | None]:
+    """The plan of the page query search_offers sends, and the page's next cursor."""
+    with captured(session) as statements:
+        page = search_offers(session, filters=filters)
+    assert len(page.offers) == filters.limit
+    (statement, params) = next((s, p) for s, p in statements if "ORDER BY" in s)
+    return plan(session, statement, params), page.next_after
+
+
+@pytest.mark.parametrize(("params", "index"), SORT_INDEXES)
+def test_every_offered_sort_and_its_keyset_pages_read_an_index(
+    session: Session, sample_loaded: int, params: dict[str, str], index: str
+) -> None:
+    filters = OfferFilters(limit=5, **params)
+    first, after = _page_plan(session, filters)
+    assert index in first, first
+    assert "TEMP B-TREE" not in first and "Sort Key" not in first, first
+    assert after is not None
+    # The keyset page seeks into the same index: the cursor's bound is an index condition,
+    # so no row before the page is read (offset 90,000 would walk 90,000 of them).
+    keyset, _ = _page_plan(session, filters.model_copy(update={"after": after}))
+    assert index in keyset, keyset
+    assert "TEMP B-TREE" not in keyset and "Sort Key" not in keyset, keyset
+    if session.get_bind().dialect.name == "postgresql":
+        condition = next(line for line in keyset.splitlines() if "Index Cond" in line)
+        assert ">=" in condition or "<=" in condition, keyset
+    else:
+        assert ">?" in keyset or "<?" in keyset, keyset
+
+
+def test_include_inactive_pages_merge_two_index_scans(session: Session, sample_loaded: int) -> None:
+    """Current and gone offers each read in index order up to the page's end, then merged."""
+    with captured(session) as statements:
+        page = search_offers(session, filters=OfferFilters(include_inactive=True, limit=5))
+    assert len(page.offers) == 5
+    (statement, params) = next((s, p) for s, p in statements if "UNION ALL" in s)
+    text_ = plan(session, statement, params)
+    assert text_.count("ix_offers_active_effective_price") == 2, text_

@@ -9,11 +9,12 @@ from datetime import timedelta
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.settings import Settings
 from app.main import create_app
-from app.saved import OWNER_COOKIE, refresh_saved_searches
+from app.saved import OWNER_COOKIE
 from app.store.models import SavedSearch, utcnow
 from tests.web.helpers import csrf_of, ingest, record
 
@@ -133,7 +134,8 @@ def test_atom_feed_gains_entries_for_new_offers_and_price_drops(
     assert [kind for kind, _ in feed(client, share)] == ["created"]
     assert [kind for kind, _ in feed(client, share)] == ["created"]  # nothing new: no entry
 
-    # A scrape brings a new, cheaper matching offer; the runner's hook records it.
+    # A scrape brings a new, cheaper matching offer; the feed reads it from the change log
+    # when it is next fetched (nothing ran per saved search during the scrape).
     ingest(
         session_factory,
         [
@@ -141,13 +143,13 @@ def test_atom_feed_gains_entries_for_new_offers_and_price_drops(
             record(instance_type="test.8xh100.cheap", price_per_hour=16.0),
         ],
     )
-    with session_factory.begin() as session:
-        assert refresh_saved_searches(session) == 2
     entries = feed(client, share)
     kinds = [kind for kind, _ in entries]
     assert sorted(kinds[:2]) == ["new_offers", "price_drop"] and kinds[2] == "created"
     titles = dict(entries[:2])
     assert "1 new offer(s)" in titles["new_offers"] and "$2.00" in titles["price_drop"]
+
+    assert feed(client, share) == entries  # read again: nothing new
 
     # A non-matching offer (one GPU) adds nothing.
     ingest(
@@ -158,8 +160,7 @@ def test_atom_feed_gains_entries_for_new_offers_and_price_drops(
             record(instance_type="test.1xh100", gpu_count=1, price_per_hour=1),
         ],
     )
-    with session_factory.begin() as session:
-        assert refresh_saved_searches(session) == 0
+    assert feed(client, share) == entries
 
 
 def test_saved_search_survives_restart(
@@ -180,3 +181,70 @@ def test_saved_search_survives_restart(
         assert location == "/?provider=lambdalabs&model=llama-3.1-8b&method=qlora"
     with session_factory() as session:
         assert session.query(SavedSearch).count() == 1
+
+
+def test_one_view_saved_by_many_is_computed_once(
+    client: TestClient, other: TestClient, session_factory: sessionmaker[Session]
+) -> None:
+    """The same view however spelled (order, repeats, sort, page) shares one state."""
+    from app.store.models import SavedQuery
+
+    ingest(session_factory, [record(), record(instance_type="test.8xh100.b", price_per_hour=30)])
+    mine = save(client, "Mine", "gpu=h100-sxm&gpu_count=8&sort=price")
+    theirs = save(other, "Theirs", "gpu_count=8&offset=50&gpu=h100-sxm&gpu=h100-sxm")
+    with session_factory() as session:
+        assert session.scalar(select(func.count()).select_from(SavedQuery)) == 1
+    assert client.get("/api/saved").json()["saved"][0]["match_count"] == 2
+    assert other.get("/api/saved").json()["saved"][0]["match_count"] == 2
+    token = csrf_of(client.get("/saved").text)
+    client.post(f"/saved/{mine}/delete", data={"csrf": token})
+    with session_factory() as session:  # still saved by the other browser
+        assert session.scalar(select(func.count()).select_from(SavedQuery)) == 1
+    other.post(f"/saved/{theirs}/delete", data={"csrf": csrf_of(other.get("/saved").text)})
+    with session_factory() as session:
+        assert session.scalar(select(func.count()).select_from(SavedQuery)) == 0
+
+
+def test_saved_page_shows_counts_as_of_their_version_and_refreshes_in_background(
+    settings: Settings, session_factory: sessionmaker[Session]
+) -> None:
+    """With no time budget /saved re-runs nothing: it shows the stored counts, marked as of
+    when, and the background refresher brings them up to date for the next view."""
+    ingest(session_factory, [record()])
+    app = create_app(settings.model_copy(update={"saved_refresh_budget_ms": 0}), scheduler=False)
+    with TestClient(app) as browser:
+        save(browser, "Eight H100", "gpu=h100-sxm")
+        assert browser.get("/api/saved").json()["saved"][0]["current"] is True
+        ingest(
+            session_factory,
+            [record(), record(instance_type="test.8xh100.b", price_per_hour=30)],
+        )
+        (item,) = browser.get("/api/saved").json()["saved"]
+        assert (item["match_count"], item["current"]) == (1, False)
+        assert "as of" in browser.get("/saved").text
+        assert app.state.saved_refresher.wait_idle(timeout=10)
+        (item,) = browser.get("/api/saved").json()["saved"]
+        assert (item["match_count"], item["current"]) == (2, True)
+
+
+def test_feed_says_when_matching_offers_are_available_again(
+    client: TestClient, session_factory: sessionmaker[Session]
+) -> None:
+    ingest(session_factory, [record(availability="out")], now=utcnow() - timedelta(hours=1))
+    share = save(client, "Eight H100", "gpu=h100-sxm")
+    ingest(session_factory, [record(availability="in_stock")])
+    entries = feed(client, share)
+    assert [kind for kind, _ in entries] == ["available", "created"]
+    assert entries[0][1] == "1 offer(s) matching “Eight H100” available again"
+
+
+def test_form_tokens_are_masked_afresh_and_still_checked(client: TestClient) -> None:
+    """The CSRF secret never repeats in a compressed page (BREACH), yet every copy works."""
+    first, second = csrf_of(client.get("/").text), csrf_of(client.get("/").text)
+    assert first != second
+    data = {"name": "x", "query": "gpu=h100-sxm"}
+    for token in (first, second):
+        response = client.post("/saved", data={**data, "csrf": token}, follow_redirects=False)
+        assert response.status_code == 303
+    tampered = first[:-2] + ("00" if first[-2:] != "00" else "11")
+    assert client.post("/saved", data={**data, "csrf": tampered}).status_code == 403

@@ -1,0 +1,178 @@
+"""Warming: an ingest leaves the new data version's aggregates in the shared cache, so no
+process's first request after a scrape (or a restart) recomputes them."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine, event, func, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.core.settings import ProviderSettings, Settings
+from app.main import create_app
+from app.pipeline.scrape_runner import ScrapeRunner
+from app.queries import OfferFilters, facets
+from app.queries.rows import OfferRow
+from app.queries.shapes import Shape
+from app.store import data_cache
+from app.store.models import AggregateCache, Offer, WarmView
+from app.web import warm
+from app.web.warm import hot_views, warm_after_ingest, warm_data_version, warm_views
+from scrapers.registry import get_scraper_class
+from tests.feed_server import FeedServer
+from tests.test_scrape_runner import catalog
+from tests.web.helpers import ingest, record
+
+CUDO = get_scraper_class("skypilot-cudo")
+AGGREGATES = ("GROUP BY", "count(*)")
+
+
+@contextmanager
+def statements(engine: Engine) -> Iterator[list[str]]:
+    sent: list[str] = []
+
+    def before(_c: Any, _cur: Any, statement: str, *_: Any) -> None:
+        sent.append(statement)
+
+    event.listen(engine, "before_cursor_execute", before)
+    try:
+        yield sent
+    finally:
+        event.remove(engine, "before_cursor_execute", before)
+
+
+@pytest.fixture(autouse=True)
+def _forget_noted_views() -> None:
+    """Each test's database starts empty: the per-process note throttle must too."""
+    warm._noted.clear()
+
+
+def aggregates(sent: list[str]) -> list[str]:
+    return [s for s in sent if any(a in s for a in AGGREGATES) and "aggregate_cache" not in s]
+
+
+def test_shared_values_survive_the_json_round_trip() -> None:
+    from app.fit import OfferFacts
+
+    when = datetime(2026, 12, 3, 8, 30, tzinfo=UTC)
+    facts = OfferFacts(gpu_count=8, vram_gib_per_gpu=79.6, bf16_tflops=989.0, fp16_tflops=989.0,
+                       memory_type="HBM3")  # fmt: skip
+    shape = Shape(("h100-sxm", 8.0, 79.6, "nvswitch"), facts, 3, (20.0, None))
+    row = OfferRow(*([1, "p", "P", "s", "i", "r", None, False, "h100-sxm", "H100", "nvidia",
+                      "raw", 8.0, 80.0, 640.0, None, None, None, "nvswitch", "none", None, 20.0,
+                      None, 2.5, "USD", "second", "in_stock", 3, when, when, True, 989.0, 989.0,
+                      "HBM3", 900.0]))  # fmt: skip
+    for value in ([shape], [row], {"a": 1, "b": (1.5, float("inf"))}, 7):
+        assert data_cache._decode(data_cache._encode(value)) == value
+
+
+def test_scrape_warms_the_new_version_before_its_commit(
+    database_url: str,
+    engine: Engine,
+    session_factory: sessionmaker[Session],
+    server: FeedServer,
+    sample_loaded: int,
+) -> None:
+    """After a scrape, a process that never computed anything serves `/` (and a noted workload
+    view) without one aggregate query: the worker that ingested stored them all."""
+    settings = Settings(
+        database_url=database_url,
+        providers={"skypilot-cudo": ProviderSettings(url=server.url + "/cudo/vms.csv")},
+        _env_file=None,
+    )
+    app = create_app(settings.model_copy(update={"warm_on_start": False}), scheduler=False)
+    workload_view = "/?model=llama-3.1-8b&method=qlora"
+    with TestClient(app) as client:
+        assert client.get(workload_view).status_code == 200  # noted: a view people open
+    with session_factory() as session:
+        assert session.scalars(select(WarmView.query)).all() == [workload_view]
+    runner = ScrapeRunner(
+        settings, engine, session_factory, before_commit=warm_after_ingest(settings)
+    )
+    server.serve("/cudo/vms.csv", catalog(0.37, rows=3), content_type="text/csv")
+    assert asyncio.run(runner.run(CUDO)).status == "ok"
+    with session_factory() as session:
+        version = data_cache.data_version(session)
+        namespaces = set(
+            session.scalars(
+                select(AggregateCache.namespace).where(AggregateCache.version == version)
+            )
+        )
+        stale = session.scalar(
+            select(func.count())
+            .select_from(AggregateCache)
+            .where(AggregateCache.version != version)
+        )
+    assert {"count", "facets", "regions", "fit_shapes", "offers_by_source"} <= namespaces
+    assert stale == 0  # older versions' rows went with the warm
+    data_cache.clear()  # a process that computed nothing yet (another replica, a restart)
+    with TestClient(app) as client, statements(engine) as sent:
+        assert client.get("/").status_code == 200
+        assert client.get(workload_view).status_code == 200
+    assert aggregates(sent) == [], aggregates(sent)
+
+
+def test_a_failing_warm_never_loses_the_scrape(
+    runner: ScrapeRunner, server: FeedServer, session_factory: sessionmaker[Session]
+) -> None:
+    def broken(session: Session) -> None:
+        session.execute(select(func.count()).select_from(Offer))
+        raise RuntimeError("warm failed")
+
+    runner.before_commit = broken
+    server.serve("/cudo/vms.csv", catalog(0.37, rows=2), content_type="text/csv")
+    assert asyncio.run(runner.run(CUDO)).status == "ok"
+    with session_factory() as session:
+        assert session.scalar(select(func.count()).select_from(Offer)) == 2
+
+
+def test_start_up_warms_the_current_version_in_the_background(
+    settings: Settings, session_factory: sessionmaker[Session], sample_loaded: int
+) -> None:
+    app = create_app(settings.model_copy(update={"warm_on_start": True}), scheduler=False)
+    with TestClient(app):
+        pass  # the lifespan joins the warming thread on shutdown
+    with session_factory() as session:
+        version = data_cache.data_version(session)
+        cached = session.scalar(
+            select(func.count())
+            .select_from(AggregateCache)
+            .where(AggregateCache.version == version, AggregateCache.namespace == "facets")
+        )
+        assert cached
+        data_cache.clear()
+        with statements(session.get_bind().engine) as sent:
+            facets(session, filters=OfferFilters())
+        assert aggregates(sent) == []
+
+
+def test_views_people_open_are_noted_once_and_warmed(
+    client: TestClient, session_factory: sessionmaker[Session], settings: Settings
+) -> None:
+    ingest(session_factory, [record()])
+    for path in ("/?gpu=h100-sxm&offset=50", "/api/offers?gpu=h100-sxm", "/gpus/h100-sxm", "/"):
+        assert client.get(path).status_code == 200
+    client.get("/api/gpus/h100-sxm")
+    client.get("/gpus/no-such-gpu")  # a 404 is no view
+    with session_factory() as session:
+        views = hot_views(session, limit=10)
+        assert views[0] == "/" and sorted(views[1:]) == ["/?gpu=h100-sxm", "/gpus/h100-sxm"]
+        assert session.scalar(select(func.count()).select_from(WarmView)) == 2
+    with session_factory.begin() as session:
+        report = warm_data_version(session, settings)
+    assert (report.views, report.failed) == (3, 0)
+
+
+def test_warm_skips_views_made_invalid(
+    session_factory: sessionmaker[Session], settings: Settings
+) -> None:
+    ingest(session_factory, [record()])
+    with session_factory() as session:
+        built, failed = warm_views(session, settings, ["/?min_vram=lots", "/?model=llama-3.1-8b"])
+    assert (built, failed) == (1, 1)
