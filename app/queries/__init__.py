@@ -10,7 +10,7 @@ from app.queries.assess import (
     VramBounds,
     assess_row,
     forget_fit_assessments,
-    job_price,
+    listing_bands,
     offer_facts,
     vram_bounds,
 )
@@ -43,8 +43,11 @@ from app.queries.params import (
     OfferFilters,
     Sort,
     filters_from_args,
+    job_terms,
+    link_args,
     workload_from_args,
 )
+from app.queries.ranking import page_assumptions
 from app.queries.rows import (
     OfferPage,
     OfferRow,
@@ -56,6 +59,7 @@ from app.queries.rows import (
     page_rows,
 )
 from app.queries.search import search_offers
+from app.queries.suggestions import Suggestion
 
 __all__ = [
     "DEFAULT_LIMIT",
@@ -80,6 +84,7 @@ __all__ = [
     "RankedOffer",
     "RegionGroup",
     "Sort",
+    "Suggestion",
     "VramBounds",
     "active_filters",
     "all_rows",
@@ -94,7 +99,10 @@ __all__ = [
     "forget_fit_assessments",
     "get_offer",
     "gpu_price_history",
-    "job_price",
+    "job_terms",
+    "link_args",
+    "page_assumptions",
+    "listing_bands",
     "offer_dict",
     "offer_facts",
     "page_rows",

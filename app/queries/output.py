@@ -41,7 +41,7 @@ OFFER_FIELDS = (
     "last_seen",
     "active",
 )
-FIT_FIELDS = (  # fit_dict's keys, minus the nested `factors` (JSON only)
+FIT_FIELDS = (  # fit_dict's keys, minus the nested `factors` and `setup` (JSON only)
     "fits",
     "per_gpu_gib_needed",
     "headroom_pct",
@@ -56,17 +56,33 @@ FIT_FIELDS = (  # fit_dict's keys, minus the nested `factors` (JSON only)
     "tokens_per_s_per_gpu",
     "mfu",
     "comm_share",
+    "tight",
+    "nodes",
+    "plan_gpu_count",
+    "plan",
+    "market_used",
+    "price_used_per_hour",
+    "plan_price_per_hour",
+    "run_hours",
+    "setup_hours",
+    "checkpoint_hours",
+    "spot_overhead_hours",
+    "spot_rate_per_hour",
+    "spot_risk_source",
+    "alternative",
+    "checkpoints",
 )
 
 
-def offer_dict(item: RankedOffer) -> dict[str, Any]:
-    """JSON-ready fields of one offer (plus its fit when ranked); datetimes as ISO 8601."""
+def offer_dict(item: RankedOffer, link_query: str = "") -> dict[str, Any]:
+    """JSON-ready fields of one offer (plus its fit when ranked); datetimes as ISO 8601.
+    `link_query` (the workload and terms) goes on the offer page link."""
     row = item.row
     out: dict[str, Any] = {}
     for name in OFFER_FIELDS:
         value = getattr(row, name)
         out[name] = value.isoformat() if isinstance(value, datetime) else value
-    out["url"] = f"/offers/{row.id}"
+    out["url"] = f"/offers/{row.id}" + (f"?{link_query}" if link_query else "")
     if item.fit is not None:
         out.update(fit_dict(item.fit))
     return out
@@ -84,7 +100,7 @@ def _csv_cell(value: Any) -> Any:
     return value
 
 
-def to_csv(items: Sequence[RankedOffer], *, with_fit: bool) -> str:
+def to_csv(items: Sequence[RankedOffer], *, with_fit: bool, link_query: str = "") -> str:
     """CSV text with a header row; the columns are the JSON fields in the same order."""
     import csv
     import io
@@ -94,6 +110,6 @@ def to_csv(items: Sequence[RankedOffer], *, with_fit: bool) -> str:
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(columns)
     for item in items:
-        data = offer_dict(item)
+        data = offer_dict(item, link_query)
         writer.writerow([_csv_cell(data.get(c)) for c in columns])
     return buffer.getvalue()

@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Select, func, select
 from sqlalchemy.orm import Session
 
-from app.fit import MemoryEstimate, OfferFit
+from app.fit import JobTerms, MemoryEstimate, OfferFit
 from app.gpus.catalog import UNKNOWN
 from app.queries.filters import order_by, where_clauses
 from app.queries.params import OfferFilters, Sort
@@ -150,6 +150,9 @@ class OfferPage:
     caption: str
     estimate: MemoryEstimate | None = None
     fitting: int | None = None  # how many offers fit, when a workload is set
+    tight: int | None = None  # of those, how many fit under the headroom margin
+    terms: JobTerms | None = None  # the job's terms, when a workload is set
+    suggestions: Sequence[Any] = ()  # app.queries.suggestions.Suggestion, when few fit
 
 
 def count_offers(session: Session, *, filters: OfferFilters) -> int:

@@ -18,6 +18,7 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    and_,
     case,
     func,
     literal,
@@ -186,6 +187,24 @@ Index(
     Offer.spot,
     Offer.availability,
     job_price_sql(use_spot=False),
+)
+# With market=any a listing with both prices may rank on its spot price: the same shape lookup
+# by that price, over just those listings (migration 0010).
+PAIRED_SPOT_SQL = and_(Offer.spot.is_(False), Offer.spot_price_per_hour.is_not(None))
+Index(
+    "ix_offers_active_shape_spot_price",
+    Offer.active,
+    func.coalesce(Offer.gpu_model_slug, literal_column("''")),
+    Offer.gpu_count,
+    Offer.vram_gib_per_gpu,
+    Offer.interconnect,
+    Offer.network,
+    func.coalesce(Offer.network_gbps, literal_column("-1.0")),
+    Offer.billing,
+    Offer.availability,
+    Offer.spot_price_per_hour,
+    postgresql_where=PAIRED_SPOT_SQL,
+    sqlite_where=PAIRED_SPOT_SQL,
 )
 
 

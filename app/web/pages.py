@@ -23,6 +23,7 @@ from app.queries import (
     cheapest_per_provider,
     get_offer,
     gpu_price_history,
+    job_terms,
     offer_dict,
     price_history,
     to_csv,
@@ -159,7 +160,11 @@ def _offer_or_404(session: SessionDep, offer_id: int) -> Any:
 
 @router.get("/offers/{offer_id}", response_class=HTMLResponse)
 def offer_page(
-    request: Request, session: SessionDep, offer_id: int, workload: WorkloadDep
+    request: Request,
+    session: SessionDep,
+    offer_id: int,
+    workload: WorkloadDep,
+    filters: FiltersDep,
 ) -> Response:
     """Every field of one offer, its provider facts with sources and its price history."""
     from scrapers.facts import load_facts
@@ -188,7 +193,8 @@ def offer_page(
         series, bands=bands, end=end, title=f"Price history of {row.instance_type} in {row.region}"
     )
     facts = load_facts(row.provider).describe(row.instance_type, row.gpu_model, row.gpu_count)
-    fit = assess_row(row, workload) if workload is not None else None
+    terms = job_terms(filters)
+    fit = assess_row(session, row, workload, terms) if workload is not None else None
     return _render(
         request,
         "offer.html",
@@ -206,12 +212,14 @@ def offer_page(
 
 
 @router.get("/api/offers/{offer_id}", tags=["offers"], include_in_schema=True)
-def offer_json(session: SessionDep, offer_id: int, workload: WorkloadDep) -> dict[str, Any]:
+def offer_json(
+    session: SessionDep, offer_id: int, workload: WorkloadDep, filters: FiltersDep
+) -> dict[str, Any]:
     """One offer with its price history."""
     row = _offer_or_404(session, offer_id)
     out = offer_dict(RankedOffer(row))
     if workload is not None:
-        out.update(fit_dict(assess_row(row, workload)))
+        out.update(fit_dict(assess_row(session, row, workload, job_terms(filters))))
     out["history"] = [
         {
             "observed_at": p.observed_at.isoformat(),
