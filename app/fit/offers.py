@@ -143,10 +143,10 @@ def assess_offer(
     sharding = shown.sharding if shown else workload.sharding
     per_listing = max(1.0, offer.gpu_count) if offer.gpu_count >= 1 else offer.gpu_count
     if offer.vram_gib_per_gpu is None or refusal is not None or layout is None:
-        if offer.vram_gib_per_gpu is None:
-            reason = "VRAM per GPU unknown"
-        elif refusal is not None:
+        if refusal is not None:
             reason = refusal
+        elif offer.vram_gib_per_gpu is None:
+            reason = "VRAM per GPU unknown"
         else:
             reason = miss_reason(choice, offer) + slow_join
         return OfferFit(

@@ -153,10 +153,10 @@ def test_sql_ranking_equals_in_memory_ranking(
 ) -> None:
     # The database sorts shapes joined as VALUES; the in-memory path sorts every candidate in
     # Python. Both must give the same pages, for every sort, market and page boundary.
-    cases = [
+    cases: list[dict[str, Any]] = [
         {"sort": sort, "market": market, "limit": limit, "offset": offset, "fits_only": only}
-        for sort in ("fit", "cost", "price", "price_per_gpu", "vram", "newest")
-        for market in ("any", "spot")
+        for sort in ("cost", "time", "cost_per_m", "price", "price_per_gpu", "vram", "newest")
+        for market in ("any", "spot", "on_demand")
         for limit, offset, only in (
             (1000, 0, False),
             (37, 111, False),
@@ -165,10 +165,23 @@ def test_sql_ranking_equals_in_memory_ranking(
             (10, 3, True),
         )
     ]
+    # Deadline, budget and the job's terms change which plans fit and what they cost.
+    cases += [
+        {"sort": sort, "limit": limit, "offset": offset, **extra}
+        for sort in ("cost", "time", "price")
+        for limit, offset in ((1000, 0), (7, 12))
+        for extra in (
+            {"max_hours": 6.0},
+            {"max_cost": 30.0, "fits_only": True},
+            {"max_hours": 20.0, "max_cost": 200.0},
+            {"min_headroom_pct": 30.0, "setup_minutes": 45.0, "checkpoint_minutes": 10.0},
+        )
+    ]
     for workload in WORKLOADS:
         sql = [page_ids(session, workload, **case) for case in cases]
         with monkeypatch.context() as patch:
             patch.setattr(ranking, "MAX_SQL_SHAPES", 0)
+            patch.setattr(ranking, "MAX_PG_SHAPES", 0)
             in_memory = [page_ids(session, workload, **case) for case in cases]
         for case, got, want in zip(cases, sql, in_memory, strict=True):
             assert got == want, (workload, case)
