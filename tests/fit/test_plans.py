@@ -17,21 +17,11 @@ from app.fit.market import load_market_data, spot_risk_for_band
 from app.fit.offer_facts import FITS, NO_FIT, TIGHT
 from app.fit.plans import checkpoint_state_bytes, listing_step
 from app.fit.presets import get_preset
+from tests.fit.test_offers import H100
 
-H100_NODE = OfferFacts(
-    gpu_count=8,
-    vram_gib_per_gpu=79.6,
-    bf16_tflops=989.0,
-    fp16_tflops=989.0,
-    memory_type="HBM3",
-    interconnect="nvswitch",
-    nvlink_gbps=900.0,
-    network="infiniband",
-    network_gbps=3200.0,
-    billing="hour",
-    price_per_hour=23.6,
-    provider="nebius",
-    gpu_slug="h100-sxm",
+# An 8x H100 InfiniBand node billed by the hour, on-demand only, from a known GPU cloud.
+H100_NODE = replace(
+    H100, billing="hour", price_per_hour=23.6, spot_price_per_hour=None, provider="nebius"
 )
 H200_NODE = replace(H100_NODE, vram_gib_per_gpu=140.4, gpu_slug="h200", price_per_hour=28.0)
 FULL_70B = Workload(model="llama-3.1-70b", method="full")
