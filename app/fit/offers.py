@@ -238,8 +238,11 @@ def _with_costs(
         basis = markets.get("spot" if offer.spot else "on_demand") or next(
             iter(markets.values()), None
         )
-    if basis is not None and basis.market == "spot":
-        factors["spot"] = f"spot risk: {basis.spot_risk_source}"
+    if basis is not None and basis.market == "spot" and basis.spot_rate_per_hour is not None:
+        factors["spot"] = (
+            f"spot: {basis.spot_rate_per_hour:.2g} interruptions/h expected "
+            "(source in spot_risk_source)"
+        )
     return replace(
         fit,
         factors=factors,

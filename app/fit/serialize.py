@@ -106,7 +106,6 @@ def fit_dict(fit: OfferFit) -> dict[str, Any]:
         "spot_rate_per_hour": fit.spot_rate_per_hour,
         "spot_risk_source": fit.spot_risk_source,
         "alternative": fit.alternative,
-        "setup": list(fit.setup_notes),
         "checkpoints": fit.checkpoint_note or None,
     }
 

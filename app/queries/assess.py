@@ -59,8 +59,23 @@ def offer_facts(row: OfferRow, bands: BandIndex | None = None) -> OfferFacts:
 
 def listing_bands(session: Session) -> dict[tuple[str, str, str], str]:
     """Advisor bands of every provider whose spot risk reads a side feed (Linux rows), keyed
-    like the SQL join of app.queries.shapes (cached until the data changes)."""
+    like the SQL join of app.queries.shapes (cached until the data changes, and kept for the
+    rest of the session: a ranked page asks several times within one request)."""
+    held: dict[tuple[str, str, str], str] | None = session.info.get(_BANDS_KEY)
+    if held is None:
+        held = session.info[_BANDS_KEY] = _listing_bands(session)
+    return held
 
+
+_BANDS_KEY = "gpufit.listing_bands"
+
+
+def hold_bands(session: Session, bands: dict[tuple[str, str, str], str]) -> None:
+    """Keep `bands` (read under the current data version) as the session's listing_bands."""
+    session.info.setdefault(_BANDS_KEY, bands)
+
+
+def _listing_bands(session: Session) -> dict[tuple[str, str, str], str]:
     def load() -> dict[tuple[str, str, str], str]:
         out: dict[tuple[str, str, str], str] = {}
         for provider in known_profiles():

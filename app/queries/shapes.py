@@ -15,7 +15,7 @@ import bisect
 import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import (
@@ -47,6 +47,7 @@ from app.queries.assess import (
     RankedHead,
     VramBounds,
     candidate_clause,
+    hold_bands,
     listing_bands,
     rest_sort,
     shape_member_clause,
@@ -133,10 +134,12 @@ def with_advisor_bands(session: Session) -> bool:
 
 
 def shape_groups(session: Session, filters: OfferFilters, bounds: VramBounds) -> list[Shape]:
-    """The distinct shapes among the prefiltered offers, with counts (cached until an ingest)."""
-    advisor = with_advisor_bands(session)
+    """The distinct shapes among the prefiltered offers, with counts (cached until an ingest,
+    together with the advisor bands, which the request then reuses)."""
 
-    def compute() -> list[Shape]:
+    def compute() -> tuple[list[Shape], dict[tuple[str, str, str], str]]:
+        bands = listing_bands(session)
+        advisor = bool(bands)
         # Group the offers alone, then join the GPU facts to the few groups: grouping by the
         # GPU columns too makes Postgres sort every candidate (spilling to disk at 100k).
         keys = (
@@ -222,10 +225,12 @@ def shape_groups(session: Session, filters: OfferFilters, bounds: VramBounds) ->
                     int(priced),
                 )
             )
-        return out
+        return out, bands
 
-    cache_key = (filters_key(filters), bounds.per_gpu_gib, bounds.total_gib, advisor)
-    return data_cache.cached(session, "plan_shapes", cache_key, compute)
+    cache_key = (filters_key(filters), bounds.per_gpu_gib, bounds.total_gib)
+    shapes, bands = data_cache.cached(session, "plan_shapes", cache_key, compute)
+    hold_bands(session, bands)
+    return shapes
 
 
 _KEY_VALUE_COLUMNS = (
@@ -240,46 +245,52 @@ _KEY_VALUE_COLUMNS = (
     ("availability", String),
     ("profile", String),
     ("listings", Integer),
-    ("band", String),
+    ("band", String),  # only with advisor bands
 )
-_RANK_VALUE_COLUMNS = (
-    ("h_on_demand", Float),  # node-hours billed: cost = this × the market's price
-    ("h_spot", Float),
-    ("w_on_demand", Float),  # expected wall-clock hours
-    ("w_spot", Float),
-    ("m_on_demand", Float),  # cost per million tokens = this × the market's price
-    ("m_spot", Float),
-)
-N_TIES = 5  # OfferFit.tiebreak: listings, interconnect, billing, stock, -headroom
+# Rank columns a query may ask for, per shape: billed node-hours (cost = this × the market's
+# price), expected wall-clock hours, the cost-per-million factor (per_m = this × the price).
+_MARKET_COLUMNS = {"h": "node_hours", "w": "wall_hours", "m": "per_m_factor"}
+COST_COLUMNS = ("h",)
+HOURS_COLUMNS = ("h", "w")
+ALL_COLUMNS = ("h", "w", "m")
 
 
-def rank_values(fit: OfferFit) -> tuple[float | None, ...]:
-    """A fitting shape's rank columns: per market billed node-hours, wall hours and cost per
-    million tokens factor (None where the market is not costed), then the tie-breaks."""
-    hours = [fit.markets[m].node_hours if m in fit.markets else None for m in MARKETS]
-    walls = [fit.markets[m].wall_hours if m in fit.markets else None for m in MARKETS]
-    per_m = [fit.markets[m].per_m_factor if m in fit.markets else None for m in MARKETS]
-    return (*hours, *walls, *per_m, *fit.tiebreak)
+def _key_columns(advisor: bool) -> tuple[tuple[str, Any], ...]:
+    return _KEY_VALUE_COLUMNS if advisor else _KEY_VALUE_COLUMNS[:-1]
+
+
+def tie_ranks(shapes: Sequence[tuple[Shape, OfferFit]]) -> list[int]:
+    """Each shape's tie-breaks (OfferFit.tiebreak, shape-level) as one dense rank: ordering by
+    it orders as by the tuple, in one column instead of five."""
+    order = {tie: rank for rank, tie in enumerate(sorted({f.tiebreak for _, f in shapes}))}
+    return [order[f.tiebreak] for _, f in shapes]
 
 
 def _shapes_table(
     session: Session,
     shapes: Sequence[tuple[Shape, OfferFit]],
     *,
-    with_rank: bool,
-    ceilings: Sequence[tuple[float, float]] | None = None,
+    advisor: bool,
+    markets: Sequence[str] = (),
+    extra: dict[str, Sequence[float | None]] | None = None,
 ) -> Any:
-    """The shapes as a table (a CTE): their key columns, and with `with_rank` their rank
-    columns (`rank_values`) and optionally each shape's price ceiling (`_ceiling`)."""
-    columns: list[tuple[str, Any]] = list(_KEY_VALUE_COLUMNS)
-    if with_rank:
-        columns += [*_RANK_VALUE_COLUMNS, *((f"t{i}", Float) for i in range(N_TIES))]
-        data = [(*s.key, *rank_values(f)) for s, f in shapes]
-        if ceilings is not None:
-            columns += [("ceiling", Float), ("spot_ceiling", Float)]
-            data = [(*row, *c) for row, c in zip(data, ceilings, strict=True)]
-    else:
-        data = [s.key for s, _ in shapes]
+    """The shapes as a table (a CTE): their key columns, the `markets` columns (`h`, `w`, `m`)
+    of each market (`h_on_demand`, `h_spot`, ...; NULL where the market is not costed) and the
+    `extra` per-shape columns (tie rank, price ceilings)."""
+    keys = _key_columns(advisor)
+    columns: list[tuple[str, Any]] = list(keys)
+    data = [list(s.key[: len(keys)]) for s, _ in shapes]
+    for prefix in markets:
+        attribute = _MARKET_COLUMNS[prefix]
+        for market in MARKETS:
+            columns.append((f"{prefix}_{market}", Float))
+            for row, (_, fit) in zip(data, shapes, strict=True):
+                cost = fit.markets.get(market)
+                row.append(None if cost is None else getattr(cost, attribute))
+    for name, per_shape in (extra or {}).items():
+        columns.append((name, Float))
+        for row, value_ in zip(data, per_shape, strict=True):
+            row.append(value_)
     if session.get_bind().dialect.name == "postgresql":
         # One array per column, zipped by unnest: SQLAlchemy compiles a VALUES list at ~35 us
         # per bound value, which for a few hundred shapes costs more than the query itself.
@@ -291,12 +302,12 @@ def _shapes_table(
         ]
         return select(*arrays).cte("shapes")
     table = values(*(column(name, type_) for name, type_ in columns), name="shapes")
-    return table.data(data).cte("shapes")
+    return table.data([tuple(row) for row in data]).cte("shapes")
 
 
-def values_per_shape(with_rank: bool = True) -> int:
-    """Bound values one shape adds to a statement (SQLite allows 32,766 per statement)."""
-    return len(_KEY_VALUE_COLUMNS) + (len(_RANK_VALUE_COLUMNS) + N_TIES if with_rank else 0)
+def values_per_shape() -> int:
+    """Bound values one shape adds to a statement at most (SQLite allows 32,766)."""
+    return len(_KEY_VALUE_COLUMNS) + len(ALL_COLUMNS) * len(MARKETS) + 3
 
 
 def _matches(table: Any, advisor: bool) -> ColumnElement[bool]:
@@ -313,19 +324,20 @@ def _matches(table: Any, advisor: bool) -> ColumnElement[bool]:
         Offer.availability == table.c.availability,
         profile_sql() == table.c.profile,
         listing_step_sql() == table.c.listings,
-        band_sql(advisor) == table.c.band,
+        *([band_sql(advisor) == table.c.band] if advisor else []),
     )
 
 
 @dataclass(frozen=True)
 class OfferTerms:
     """An offer's expected cost, hours and cost per million tokens, in SQL over a ranked
-    shapes table: app.fit.plans.choose_market's choice, term by term."""
+    shapes table: app.fit.plans.choose_market's choice, term by term (None where the table
+    lacks the columns)."""
 
     cost: ColumnElement[Any]
-    hours: ColumnElement[Any]
-    per_m: ColumnElement[Any]
-    ties: list[ColumnElement[Any]]
+    hours: ColumnElement[Any] | None
+    per_m: ColumnElement[Any] | None
+    tie: ColumnElement[Any] | None
 
 
 def offer_terms(table: Any) -> OfferTerms:
@@ -333,29 +345,36 @@ def offer_terms(table: Any) -> OfferTerms:
     def col(name: str) -> ColumnElement[Any]:
         return cast(table.c[name], Float)
 
+    names = {c.name for c in table.c}
     od, sp = on_demand_price_sql(), spot_price_sql()
     c_od = col("h_on_demand") * od
     c_sp = col("h_spot") * sp
     use_spot = and_(c_sp.is_not(None), or_(c_od.is_(None), c_sp < c_od))
     cost = case((use_spot, c_sp), else_=c_od)
-    hours = case(
-        (use_spot, col("w_spot")),
-        (c_od.is_not(None), col("w_on_demand")),
-        (Offer.spot.is_(True), col("w_spot")),
-        else_=col("w_on_demand"),
-    )
-    per_m = case((use_spot, col("m_spot") * sp), else_=col("m_on_demand") * od)
-    return OfferTerms(cost, hours, per_m, [col(f"t{i}") for i in range(N_TIES)])
+    hours = per_m = None
+    if "w_spot" in names:
+        hours = case(
+            (use_spot, col("w_spot")),
+            (c_od.is_not(None), col("w_on_demand")),
+            (Offer.spot.is_(True), col("w_spot")),
+            else_=col("w_on_demand"),
+        )
+    if "m_spot" in names:
+        per_m = case((use_spot, col("m_spot") * sp), else_=col("m_on_demand") * od)
+    tie = col("tie") if "tie" in names else None
+    return OfferTerms(cost, hours, per_m, tie)
 
 
 def fit_keys(terms: OfferTerms, sort: Sort) -> list[ColumnElement[Any]]:
     """The sort keys of fitting offers for a workload sort, ascending with NULLs last, before
-    the offer id (in_memory.fit_sort_key's twin)."""
+    the offer id (in_memory.fit_sort_key's twin, the tie rank standing for the tie-breaks)."""
+    assert terms.hours is not None and terms.tie is not None
     if sort == "time":
-        return [terms.hours, terms.cost, *terms.ties]
+        return [terms.hours, terms.cost, terms.tie]
     if sort == "cost_per_m":
-        return [terms.per_m, terms.cost, *terms.ties, terms.hours]
-    return [terms.cost, *terms.ties, terms.hours]
+        assert terms.per_m is not None
+        return [terms.per_m, terms.cost, terms.tie, terms.hours]
+    return [terms.cost, terms.tie, terms.hours]
 
 
 def fit_order(terms: OfferTerms, sort: Sort) -> list[Any]:
@@ -369,6 +388,7 @@ def limit_conditions(terms: OfferTerms, limits: Limits) -> list[ColumnElement[bo
     if limits.max_cost is not None:
         out.append(terms.cost <= limits.max_cost)
     if limits.max_hours is not None:
+        assert terms.hours is not None
         out.append(terms.hours <= limits.max_hours)
     return out
 
@@ -415,14 +435,14 @@ def ranked_ids(
     limits: Limits,
     limit: int,
     offset: int,
-    cache_key: Any = None,
+    memo: dict[Any, Any] | None = None,
 ) -> list[int]:
     """Ids of one page of the fitting offers of one class in sort order, by the database.
 
     Pruned first: each shape vouches for one offer at or under `shape_bound`, so the k-th
     smallest bound (k = offset + limit) bounds the whole page; only shapes whose floor
     (`_floor`) is at or under it can contribute, and only their offers at or under it are
-    sorted. The bounds and floors are cached with the assessments under `cache_key`.
+    sorted. The bounds and floors are kept in `memo` (the cached split's), per sort.
     """
     if limit <= 0 or not fitting:
         return []
@@ -433,20 +453,27 @@ def ranked_ids(
         floors = [(_floor(s, f, sort), i) for i, (s, f) in enumerate(fitting)]
         return [value for value, _ in vouched], totals, sorted(floors)
 
-    values_, totals, floors = (
-        prune_index()
-        if cache_key is None
-        else data_cache.cached(session, "plan_prune", (*cache_key, sort, limits), prune_index)
-    )
+    index = None if memo is None else memo.get(sort)
+    if index is None:
+        index = prune_index()
+        if memo is not None:
+            memo[sort] = index  # a race only computes the same value twice
+    values_, totals, floors = index
     # The smallest value at which offset + limit offers are vouched for.
     at = bisect.bisect_left(totals, offset + limit)
     bound = values_[at] if at < len(values_) else None
     if bound is not None:
         fitting = [fitting[i] for floor, i in floors if floor <= bound]
     advisor = with_advisor_bands(session)
-    priced = bound is not None and sort != "time"
-    ceilings = [_ceiling(s, f, bound) for s, f in fitting] if priced and bound else None
-    table = _shapes_table(session, fitting, with_rank=True, ceilings=ceilings)
+    extra: dict[str, Sequence[float | None]] = {"tie": tie_ranks(fitting)}
+    paired = False
+    if bound is not None and sort != "time":
+        ceilings = [_ceiling(s, f, bound) for s, f in fitting]
+        extra["ceiling"] = [own for own, _ in ceilings]
+        extra["spot_ceiling"] = [spot for _, spot in ceilings]
+        paired = any(spot != NO_PRICE for _, spot in ceilings)
+    markets = ALL_COLUMNS if sort == "cost_per_m" else HOURS_COLUMNS
+    table = _shapes_table(session, fitting, advisor=advisor, markets=markets, extra=extra)
     terms = offer_terms(table)
 
     def matching() -> Select[Any]:
@@ -458,22 +485,27 @@ def ranked_ids(
     conditions += limit_conditions(terms, limits)
     if bound is not None:
         key = terms.hours if sort == "time" else terms.cost
+        assert key is not None
         conditions.append(key <= bound)
-    if ceilings is None:
+    own = job_price_sql(use_spot=False)
+    if "ceiling" in extra:
+        own_price = own <= cast(table.c.ceiling, Float)
+        if not paired:  # no listing of these shapes can make the page on a paired spot price
+            conditions.append(own_price)
+    if not paired:
         stmt = matching().where(*conditions).order_by(*fit_order(terms, sort))
         return list(session.scalars(stmt.limit(limit).offset(offset)))
     # The price ceilings are implied by the cost bound; they let the shape indexes read only
     # the offers that can make the page, one branch per index: ix_offers_active_shape_job_price
     # by the listing's own price, ix_offers_active_shape_spot_price by the spot price of a
     # listing that also has an on-demand one (and did not make it by that).
-    own = job_price_sql(use_spot=False)
     keys = fit_keys(terms, sort)
     branches = [
         matching()
         .add_columns(*(k.label(f"k{i}") for i, k in enumerate(keys)))
-        .where(*conditions, extra)
-        for extra in (
-            own <= cast(table.c.ceiling, Float),
+        .where(*conditions, branch)
+        for branch in (
+            own_price,
             and_(
                 PAIRED_SPOT_SQL,
                 Offer.spot_price_per_hour <= cast(table.c.spot_ceiling, Float),
@@ -549,17 +581,17 @@ def member_ids(
     advisor = with_advisor_bands(session)
     stmt = join_advisor(select(Offer.id).select_from(Offer), advisor).where(*where_clauses(filters))
     if limits is not None and limits.any:
-        table = _shapes_table(session, members, with_rank=True)
+        table = _shapes_table(session, members, advisor=advisor, markets=HOURS_COLUMNS)
         stmt = stmt.join(table, _matches(table, advisor)).where(
             shape_member_clause(bounds), *limit_conditions(offer_terms(table), limits)
         )
     elif len(members) <= len(others):
-        table = _shapes_table(session, members, with_rank=False)
+        table = _shapes_table(session, members, advisor=advisor)
         stmt = stmt.join(table, _matches(table, advisor)).where(shape_member_clause(bounds))
     else:
         stmt = stmt.where(candidate_clause(bounds))
         if others:
-            table = _shapes_table(session, others, with_rank=False)
+            table = _shapes_table(session, others, advisor=advisor)
             stmt = stmt.where(~exists().where(_matches(table, advisor)))
     return list(session.scalars(stmt.order_by(*order).limit(limit).offset(offset)))
 
@@ -579,7 +611,7 @@ def count_within(
 
     def compute() -> int:
         advisor = with_advisor_bands(session)
-        table = _shapes_table(session, members, with_rank=True)
+        table = _shapes_table(session, members, advisor=advisor, markets=HOURS_COLUMNS)
         stmt = (
             join_advisor(select(func.count()).select_from(Offer), advisor)
             .join(table, _matches(table, advisor))
@@ -603,7 +635,8 @@ class Classes:
     assessed_fitting: list[tuple[Shape, OfferFit]]  # every fitting shape, deadline or not
     counts: tuple[int, int]  # offers with margin, tight (within the limits)
     n_missed: int
-    key: tuple[Any, ...]  # what the split was cached under (filters, workload, terms, limits)
+    # Pruning indexes of the fitting classes by sort (ranked_ids fills them on first use).
+    prune: tuple[dict[Any, Any], dict[Any, Any]] = field(default_factory=lambda: ({}, {}))
 
 
 def classes(
@@ -667,7 +700,6 @@ def _split(
         [*by_class[FITS], *by_class[TIGHT]],
         (counts[0], counts[1]),
         n_missed,
-        (*key, limits),
     )
 
 
@@ -693,16 +725,14 @@ def sql_head(
     ids: list[int] = []
     seen = 0
     margin, tight = split.fitting
-    for cls, group, others, count in (
-        (FITS, margin, [*tight, *split.missed], split.counts[0]),
-        (TIGHT, tight, [*margin, *split.missed], split.counts[1]),
+    for memo, group, others, count in (
+        (split.prune[0], margin, [*tight, *split.missed], split.counts[0]),
+        (split.prune[1], tight, [*margin, *split.missed], split.counts[1]),
     ):
         lo, hi = max(start - seen, 0), min(stop - seen, count)
         if hi > lo:
             window = (hi - lo, lo)
-            ids += _group_ids(
-                session, filters, bounds, group, others, sort, limits, window, (*split.key, cls)
-            )
+            ids += _group_ids(session, filters, bounds, group, others, sort, limits, window, memo)
         seen += count
     n_fit = seen
     if not filters.fits_only:
@@ -729,7 +759,7 @@ def _group_ids(
     sort: Sort,
     limits: Limits,
     window: tuple[int, int],
-    cache_key: Any,
+    memo: dict[Any, Any],
 ) -> list[int]:
     limit, offset = window
     if sort in WORKLOAD_SORTS:
@@ -742,7 +772,7 @@ def _group_ids(
             limits=limits,
             limit=limit,
             offset=offset,
-            cache_key=cache_key,
+            memo=memo,
         )
     return member_ids(
         session,

@@ -221,7 +221,9 @@ def offer_json(
     row = _offer_or_404(session, offer_id)
     out = offer_dict(RankedOffer(row))
     if workload is not None:
-        out.update(fit_dict(assess_row(session, row, workload, job_terms(filters))))
+        fit = assess_row(session, row, workload, job_terms(filters))
+        out.update(fit_dict(fit))
+        out["setup"] = list(fit.setup_notes)  # each step with its source or assumption
     out["history"] = [
         {
             "observed_at": p.observed_at.isoformat(),
