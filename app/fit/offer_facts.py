@@ -32,8 +32,10 @@ class OfferFacts:
     # Set-up, billing minimum and spot defaults come from the provider's entry in
     # app/fit/data/provider_market.yaml ('' or None: a provider it does not know).
     provider: str | None = None
-    # The AWS Spot Instance Advisor band of this instance type and region, when the feed has one.
+    # The AWS Spot Instance Advisor band of this instance type and region, when the feed has one,
+    # and the listing's name for the text ("p5.48xlarge in us-east-1"; None for a shape).
     spot_band: str | None = None
+    spot_where: str | None = None
     # Whole identical listings one can rent at once (the feed's available GPUs over the
     # listing's GPUs, rounded down to 1, 2, 4, 8 or 16); None when the feed does not say.
     listings_available: int | None = None

@@ -307,7 +307,8 @@ def market_costs(
         per_m = nodes * working / million
         out["on_demand"] = MarketCost("on_demand", wall, per, nodes * per, per_m)
     if terms.allows("spot"):
-        risk = spot_risk_for_band(facts.provider or "", facts.spot_band)
+        where = facts.spot_where or "this instance type and region"
+        risk = spot_risk_for_band(facts.provider or "", facts.spot_band, where=where)
         interval = terms.checkpoint_interval
         lost = expected_spot_overhead_hours(working, risk.per_hour, interval, setup.minutes)
         if math.isfinite(lost):

@@ -53,6 +53,7 @@ def offer_facts(row: OfferRow, bands: BandIndex | None = None) -> OfferFacts:
         gpu_slug=row.gpu_model if row.gpu_model != "unknown" else None,
         provider=row.provider,
         spot_band=band,
+        spot_where=f"{row.instance_type} in {row.region}" if band else None,
         listings_available=listing_step(row.availability_count, row.gpu_count),
     )
 

@@ -316,3 +316,75 @@ def test_offer_page_shows_the_plan_with_the_workload(client: TestClient, cluster
     assert 'href="/?model=llama-3.1-70b&amp;method=full"' in html  # back to the same ranking
     detail = client.get(plan["url"].replace("/offers/", "/api/offers/")).json()
     assert detail["nodes"] == 2 and detail["est_total_cost"] == plan["est_total_cost"]
+
+
+# --- spot risk per instance type and region (the advisor join) ------------------------------
+
+
+@pytest.fixture()
+def aws_spot(session_factory: sessionmaker[Session]) -> None:
+    """Identical AWS spot listings in two regions whose advisor bands differ, plus one the feed
+    does not cover."""
+    from app.pipeline.side_feeds import replace_advisor_rows
+    from app.store.models import utcnow
+    from scrapers.spot_advisor import SpotAdvisorRecord
+
+    spot = {
+        "provider": "aws",
+        "instance_type": "p5.48xlarge",
+        "spot": True,
+        "price_per_hour": None,
+        "spot_price_per_hour": 40.0,
+        "network": "efa",
+        "network_gbps": 3200.0,
+        "billing": "second",
+    }
+    ingest(
+        session_factory,
+        [
+            record(**spot, region="us-east-1"),
+            record(**spot, region="us-west-2"),
+            record(**spot, region="eu-west-1"),
+        ],
+        source="aws",
+    )
+    band = {"os": "Linux", "instance_type": "p5.48xlarge"}
+    with session_factory.begin() as session:
+        replace_advisor_rows(
+            session,
+            provider_id="aws",
+            records=[
+                SpotAdvisorRecord(
+                    region="us-east-1", band_index=0, band_label="<5%", band_max_pct=5, **band
+                ),
+                SpotAdvisorRecord(
+                    region="us-west-2", band_index=4, band_label=">20%", band_max_pct=100, **band
+                ),
+            ],
+            now=utcnow(),
+        )
+
+
+def test_aws_spot_rows_are_costed_with_their_advisor_band(
+    client: TestClient, aws_spot: None, session: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from app.fit import Workload
+    from app.queries import OfferFilters, ranking, search_offers
+
+    body = ranked(client, **FULL_70B, market="spot")
+    by_region = {o["region"]: o for o in body["offers"]}
+    safe, risky, unknown = by_region["us-east-1"], by_region["us-west-2"], by_region["eu-west-1"]
+    assert "'<5%' band" in safe["spot_risk_source"] and "us-east-1" in safe["spot_risk_source"]
+    assert "'>20%' band" in risky["spot_risk_source"]
+    assert "no advisor row" in unknown["spot_risk_source"]
+    assert safe["spot_rate_per_hour"] < risky["spot_rate_per_hour"]
+    assert safe["est_total_cost"] < risky["est_total_cost"]
+    assert body["offers"][0]["region"] == "us-east-1"
+    # The database ranks them by band exactly as the Python fallback does.
+    workload = Workload(**FULL_70B)
+    filters = OfferFilters(market="spot", limit=100)
+    sql = [i.row.id for i in search_offers(session, filters=filters, workload=workload).offers]
+    monkeypatch.setattr(ranking, "MAX_SQL_SHAPES", 0)
+    monkeypatch.setattr(ranking, "MAX_PG_SHAPES", 0)
+    memory = [i.row.id for i in search_offers(session, filters=filters, workload=workload).offers]
+    assert sql == memory == [o["id"] for o in body["offers"]]
