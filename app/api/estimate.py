@@ -33,6 +33,14 @@ def get_estimate(
     network_gbps: Annotated[
         float | None, Query(gt=0, le=100_000, description="Gbit/s per node between nodes")
     ] = None,
+    nodes: Annotated[
+        int | None,
+        Query(
+            ge=1,
+            le=1024,
+            description="identical machines the GPUs are split over (a ranked plan's `nodes`)",
+        ),
+    ] = None,
 ) -> dict[str, Any]:
     """Per-GPU memory with breakdown, smallest card size and minimal topology; with `gpu`,
     tokens/s per GPU, MFU, hours and communication share on `gpus` of that GPU."""
@@ -46,6 +54,7 @@ def get_estimate(
             interconnect=interconnect,
             network=network,
             network_gbps=network_gbps,
+            nodes=nodes,
         )
         if time is None:
             raise RequestValidationError(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Annotated, Any, Literal
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -15,7 +16,15 @@ from app.core.settings import Settings
 from app.fit import Workload
 from app.fit.query import WorkloadQuery
 from app.fit.serialize import estimate_dict
-from app.queries import OfferFilters, export_lines, offer_dict, search_offers, to_csv
+from app.queries import (
+    OfferFilters,
+    export_lines,
+    link_args,
+    offer_dict,
+    page_assumptions,
+    search_offers,
+    to_csv,
+)
 from app.queries.listings import GROUP_LISTING, group_offers, grouping_applies, region_dict
 from app.store.models import utcnow
 from app.web.urls import alternate_links
@@ -33,6 +42,10 @@ GroupParam = Annotated[
 ]
 
 
+def _link_query(request: Request) -> str:
+    return urlencode(link_args(request.query_params.multi_items()))
+
+
 @router.get("/api/offers", tags=["offers"])
 def list_offers(
     request: Request,
@@ -41,25 +54,26 @@ def list_offers(
     workload: WorkloadQuery,
     group: GroupParam = None,
 ) -> Response:
-    """Offers matching the filters; with workload params, ranked by fit (fitting ones first).
+    """Offers matching the filters; with workload params, ranked as plans (fitting ones first).
 
     With group=listing, the page's offers of one listing (provider, instance type, market, GPU
     and count) become one entry with `regions`, cheapest first; total and paging stay per offer.
     """
     page = search_offers(session, filters=filters, workload=workload)
     note_request(request)
+    link = _link_query(request) if workload is not None else ""
     grouped = group == GROUP_LISTING and grouping_applies(filters)
     if grouped:
         offers = [
             {
-                **offer_dict(listing.item),
+                **offer_dict(listing.item, link),
                 "region_count": len(listing.offers),
                 "regions": [region_dict(row) for row in listing.offers],
             }
             for listing in group_offers(session, page.offers, filters)
         ]
     else:
-        offers = [offer_dict(item) for item in page.offers]
+        offers = [offer_dict(item, link) for item in page.offers]
     body: dict[str, Any] = {
         "total": page.total,
         "limit": page.limit,
@@ -72,9 +86,22 @@ def list_offers(
     }
     if group == GROUP_LISTING:
         body["group"] = GROUP_LISTING if grouped else None  # None: a region filter is set
-    if page.estimate is not None:
+    if page.estimate is not None and workload is not None and page.terms is not None:
         body["workload"] = estimate_dict(page.estimate)
         body["fitting"] = page.fitting
+        body["tight"] = page.tight
+        body["terms"] = {
+            "market": page.terms.market,
+            "min_headroom_pct": page.terms.min_headroom_pct,
+            "setup_minutes": page.terms.setup_minutes,
+            "checkpoint_minutes": page.terms.checkpoint_interval,
+            "max_hours": filters.max_hours,
+            "max_cost": filters.max_cost,
+        }
+        body["assumptions"] = [
+            {"topic": topic, "text": text} for topic, text in page_assumptions(page, workload)
+        ]
+        body["suggestions"] = [s.as_dict() for s in page.suggestions]
     return JSONResponse(body, headers=alternate_links(request))
 
 
@@ -125,6 +152,7 @@ def _export(
             "export may hold (GPUFIT_EXPORT_MAX_ROWS); narrow the filters",
         )
     factory = request.app.state.session_factory
+    link = _link_query(request) if workload is not None else ""
 
     def body() -> Iterator[bytes]:
         # Its own session: the request's closes before a streamed body is sent. Batches are
@@ -134,7 +162,12 @@ def _export(
             chunk: list[bytes] = []
             size = 0
             for text in export_lines(
-                own, filters=whole, workload=workload, max_rows=settings.export_max_rows, fmt=fmt
+                own,
+                filters=whole,
+                workload=workload,
+                max_rows=settings.export_max_rows,
+                fmt=fmt,
+                link_query=link,
             ):
                 chunk.append(text.encode())
                 size += len(chunk[-1])
@@ -161,8 +194,9 @@ def offers_csv(
 ) -> Response:
     """The same rows as /api/offers as CSV (one page: use limit/offset, up to 1000 rows)."""
     page = search_offers(session, filters=filters, workload=workload)
+    link = _link_query(request) if workload is not None else ""
     return Response(
-        to_csv(page.offers, with_fit=workload is not None),
+        to_csv(page.offers, with_fit=workload is not None, link_query=link),
         media_type="text/csv; charset=utf-8",
         headers={
             "content-disposition": 'inline; filename="offers.csv"',

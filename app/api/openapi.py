@@ -44,7 +44,8 @@ VALIDATION_ERROR = {
         "type": {
             "type": "string",
             "description": "machine-readable kind; model_required, model_conflict, "
-            "tokens_conflict, heads and kv_heads name rules that tie workload fields together",
+            "tokens_conflict, heads and kv_heads name rules that tie workload fields together; "
+            "bad_cursor an `after` that is not a Next link's cursor for this view",
         },
     },
 }

@@ -104,6 +104,10 @@ def register(app: typer.Typer) -> None:
         network_gbps: Annotated[
             float | None, typer.Option(help="Gbit/s per node between nodes.")
         ] = None,
+        nodes: Annotated[
+            int | None,
+            typer.Option(help="Identical machines the GPUs are split over (a plan's listings)."),
+        ] = None,
         as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     ) -> None:
         """Estimate per-GPU memory (and, with --gpu, speed and hours) of a training job."""
@@ -153,6 +157,9 @@ def register(app: typer.Typer) -> None:
         if network_gbps is not None and not 0 < network_gbps <= 100_000:
             typer.echo("error: --network-gbps: between 0 and 100000 Gbit/s", err=True)
             raise typer.Exit(2)
+        if nodes is not None and not 1 <= nodes <= 1024:
+            typer.echo("error: --nodes: between 1 and 1024", err=True)
+            raise typer.Exit(2)
         estimate = estimate_memory(workload)
         time = None
         if gpu:
@@ -163,6 +170,7 @@ def register(app: typer.Typer) -> None:
                 interconnect=interconnect,
                 network=network,
                 network_gbps=network_gbps,
+                nodes=nodes,
             )
             if time is None:
                 typer.echo(f"error: --gpu: unknown GPU {gpu!r}", err=True)

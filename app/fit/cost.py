@@ -1,4 +1,4 @@
-"""Cost of a run: training FLOPs, billing rounding and spot overhead.
+"""Cost of a run: training FLOPs and billing rounding.
 
 Speed comes from app.fit.throughput (hardware and links); this module turns hours into what a
 provider bills.
@@ -9,10 +9,8 @@ pass, so 8·N. LoRA/QLoRA: the frozen base still runs forward (2·N) and the inp
 the backward (2·N) but skips weight gradients: 4·N, plus 6·N_adapter, plus 2·N recompute with
 checkpointing. N is the parameters touched per token (active parameters for MoE).
 
-Spot: an interruption loses on average half a checkpoint interval of work plus a restart
-(reload, warm-up). Expected overhead = hours × SPOT_INTERRUPTIONS_PER_HOUR ×
-(CHECKPOINT_INTERVAL_H / 2 + RESTART_H), i.e. 0.05/h × (15 min + 10 min) ≈ +2%.
-Unknown billing granularity is treated as hourly (the conservative choice).
+Set-up, checkpoints and spot risk are app.fit.market's and app.fit.plans' business. Unknown
+billing granularity is treated as hourly (the conservative choice).
 """
 
 from __future__ import annotations
@@ -22,10 +20,6 @@ import math
 from app.fit.memory import lora_adapter_params
 from app.fit.presets import ModelArch
 from app.fit.workload import Workload
-
-SPOT_INTERRUPTIONS_PER_HOUR = 0.05
-CHECKPOINT_INTERVAL_H = 0.5
-RESTART_H = 10 / 60
 
 
 def flops_per_token(workload: Workload, arch: ModelArch) -> float:
@@ -41,11 +35,6 @@ def flops_per_token(workload: Workload, arch: ModelArch) -> float:
 def training_flops(workload: Workload, arch: ModelArch) -> float:
     """FLOPs for the whole run."""
     return flops_per_token(workload, arch) * workload.train_tokens(arch)
-
-
-def spot_overhead_hours(hours: float) -> float:
-    """Expected extra hours from spot interruptions (lost work since checkpoint + restart)."""
-    return hours * SPOT_INTERRUPTIONS_PER_HOUR * (CHECKPOINT_INTERVAL_H / 2 + RESTART_H)
 
 
 def billed_hours(hours: float, billing: str) -> float:

@@ -172,19 +172,22 @@ def estimate_time(
     interconnect: str | None = None,
     network: str = "unknown",
     network_gbps: float | None = None,
+    nodes: int | None = None,
 ) -> TimeAnswer | None:
     """Speed and hours of the job as stated (its `gpus` and `sharding`) on a catalog GPU.
 
     The interconnect defaults to the form factor's (SXM: NVSwitch, NVL: NVLink bridges, PCIe
-    cards: PCIe); None for a slug not in the catalog.
+    cards: PCIe); None for a slug not in the catalog. `nodes` splits the GPUs into that many
+    identical machines (a ranked plan's listings; default: nodes of 8 GPUs).
     """
     gpu = gpu_facts(gpu_slug)
     if gpu is None:
         return None
     spec = get_gpu(gpu_slug)
     kind = interconnect or DEFAULT_INTERCONNECT.get(spec.form_factor if spec else "", "unknown")
-    links = Links.for_count(
-        workload.gpus,
+    links = Links.for_plan(
+        nodes or 1,
+        max(1, workload.gpus // (nodes or 1)),
         interconnect=kind,
         nvlink_gbps=gpu.nvlink_gbps,
         network=network,

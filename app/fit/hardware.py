@@ -148,6 +148,34 @@ class Links:
             network_gbps=network_gbps,
         )
 
+    @staticmethod
+    def for_plan(
+        listings: int,
+        gpus_per_listing: int,
+        *,
+        interconnect: str = "unknown",
+        nvlink_gbps: float | None = None,
+        network: str = "unknown",
+        network_gbps: float | None = None,
+    ) -> Links:
+        """`listings` identical machines of `gpus_per_listing` GPUs (each packed into nodes of
+        GPUS_PER_NODE, as `for_count`) joined over their network."""
+        one = Links.for_count(
+            gpus_per_listing,
+            interconnect=interconnect,
+            nvlink_gbps=nvlink_gbps,
+            network=network,
+            network_gbps=network_gbps,
+        )
+        return Links(
+            gpus_per_node=one.gpus_per_node,
+            nodes=one.nodes * max(1, listings),
+            interconnect=interconnect,
+            nvlink_gbps=nvlink_gbps,
+            network=network,
+            network_gbps=network_gbps,
+        )
+
 
 def intra_node_busbw(gpu: GpuFacts, links: Links) -> float:
     """GB/s a ring collective reaches between the GPUs of one node."""

@@ -164,6 +164,7 @@ class ProviderMarket(_Model):
     name: str
     kind: Kind
     setup: SetupOverrides = SetupOverrides()
+    billing_minimum_minutes: Sourced | None = None  # the least a started machine is billed
     spot: SpotRule
 
 
@@ -174,6 +175,17 @@ class AdvisorConversion(_Model):
 
 class CheckpointDefaults(_Model):
     write_gbps: Sourced
+    interval_minutes: Sourced  # the checkpoint_minutes default
+
+
+class PlanLimits(_Model):
+    max_nodes: Sourced
+
+    @model_validator(mode="after")
+    def _whole(self) -> PlanLimits:
+        if self.max_nodes.value < 1 or self.max_nodes.value != int(self.max_nodes.value):
+            raise ValueError("max_nodes must be a whole number of at least 1")
+        return self
 
 
 class UnknownProvider(_Model):
@@ -186,6 +198,7 @@ class MarketData(_Model):
     aliases: dict[str, str] = {}
     kinds: dict[Kind, KindSetup]
     checkpoint: CheckpointDefaults
+    plans: PlanLimits
     advisor: AdvisorConversion
     unknown_provider: UnknownProvider
     providers: dict[str, ProviderMarket]
@@ -378,6 +391,49 @@ def _setup_plan(entry: ProviderMarket | None, kind: KindSetup) -> _SetupPlan:
     )
 
 
+# --- billing, plans, profiles ---------------------------------------------------------------
+
+
+def billing_minimum_hours(provider: str, *, data: MarketData | None = None) -> tuple[float, str]:
+    """(hours, why) a started machine of `provider` is billed at least; (0, '') when none."""
+    data = data or load_market_data()
+    entry = data.provider(provider)
+    if entry is None or entry.billing_minimum_minutes is None:
+        return 0.0, ""
+    minimum = entry.billing_minimum_minutes
+    return minimum.value / 60, f"{minimum.value:g} min minimum ({minimum.cite()})"
+
+
+def default_checkpoint_minutes(*, data: MarketData | None = None) -> float:
+    """The `checkpoint_minutes` default (minutes of training between two saves)."""
+    return (data or load_market_data()).checkpoint.interval_minutes.value
+
+
+def max_plan_nodes(*, data: MarketData | None = None) -> int:
+    """The most identical listings one plan may join."""
+    return int((data or load_market_data()).plans.max_nodes.value)
+
+
+def market_profile(provider: str, *, data: MarketData | None = None) -> str:
+    """The provider's entry id in the data file ('' for a provider it does not know): offers
+    of one profile share every set-up, billing and spot default."""
+    data = data or load_market_data()
+    key = data.canonical(provider)
+    return key if key in data.providers else ""
+
+
+def known_profiles(*, data: MarketData | None = None) -> tuple[str, ...]:
+    """Every provider id with an entry (what market_profile keeps), sorted."""
+    return tuple(sorted((data or load_market_data()).providers))
+
+
+def has_advisor_feed(provider: str, *, data: MarketData | None = None) -> bool:
+    """Whether the provider's spot risk reads per-listing bands from a side feed."""
+    data = data or load_market_data()
+    entry = data.provider(provider)
+    return bool(entry and entry.spot.available and entry.spot.feed)
+
+
 # --- checkpoints ----------------------------------------------------------------------------
 
 
@@ -496,6 +552,33 @@ def spot_interruption_rate(
     default named as such."""
     data = data or load_market_data()
     entry = data.provider(provider)
+    row = None
+    if entry is not None and entry.spot.available and entry.spot.feed:
+        index = advisor if isinstance(advisor, Mapping) else advisor_index(advisor or ())
+        row = index.get((data.canonical(provider), region, instance_type))
+    if row is None:
+        return spot_risk_for_band(provider, None, data=data)
+    return spot_risk_for_band(
+        provider,
+        row.band_label,
+        where=f"{row.instance_type} in {row.region}",
+        fetched_at=row.fetched_at,
+        data=data,
+    )
+
+
+def spot_risk_for_band(
+    provider: str,
+    band_label: str | None,
+    *,
+    where: str = "this instance type and region",
+    fetched_at: datetime | None = None,
+    data: MarketData | None = None,
+) -> SpotRisk:
+    """spot_interruption_rate for a caller that already looked up the listing's advisor band
+    (None: the feed has no row for it); a band is used only for providers with a feed."""
+    data = data or load_market_data()
+    entry = data.provider(provider)
     if entry is None:
         rate, why = data.default_rates[None]
         return SpotRisk(rate, f"unknown provider {provider!r}: {why}", "unknown_provider")
@@ -507,14 +590,12 @@ def spot_interruption_rate(
         return SpotRisk(rate, text, "no_spot_market")
     missing = ""
     if spot.feed:
-        index = advisor if isinstance(advisor, Mapping) else advisor_index(advisor or ())
-        row = index.get((data.canonical(provider), region, instance_type))
         missing = " (no advisor row for this type and region)"
-        if row is not None:
+        if band_label is not None:
             try:
-                return _advisor_risk(entry, row, notice, data)
+                return _advisor_risk(entry, band_label, where, fetched_at, notice, data)
             except ValueError:  # a band label the conversion does not understand
-                missing = f" (advisor band {row.band_label[:16]!r} not understood)"
+                missing = f" (advisor band {band_label[:16]!r} not understood)"
     rate, why = data.default_rates[data.canonical(provider)]
     said = f"{spot.rule} (source: {spot.source})" if spot.source else spot.rule
     text = f"{entry.name} spot{missing}: {said}; {why}"
@@ -522,15 +603,20 @@ def spot_interruption_rate(
 
 
 def _advisor_risk(
-    entry: ProviderMarket, row: AdvisorRowLike, notice: float | None, data: MarketData
+    entry: ProviderMarket,
+    band_label: str,
+    where: str,
+    fetched_at: datetime | None,
+    notice: float | None,
+    data: MarketData,
 ) -> SpotRisk:
-    rate, reading = data.band_reading(row.band_label)
-    fetched = f", fetched {row.fetched_at:%Y-%m-%d}" if row.fetched_at else ""
+    rate, reading = data.band_reading(band_label)
+    fetched = f", fetched {fetched_at:%Y-%m-%d}" if fetched_at else ""
     text = (
-        f"{entry.name} Spot Instance Advisor: {row.instance_type} in {row.region} is in the "
-        f"'{row.band_label}' band{fetched}, {reading}"
+        f"{entry.name} Spot Instance Advisor: {where} is in the "
+        f"'{band_label}' band{fetched}, {reading}"
     )
-    return SpotRisk(rate, text, "advisor", band_label=row.band_label, notice_seconds=notice)
+    return SpotRisk(rate, text, "advisor", band_label=band_label, notice_seconds=notice)
 
 
 def _default_rate(rule: SpotRule, data: MarketData) -> tuple[float, str]:

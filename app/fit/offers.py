@@ -1,14 +1,15 @@
-"""assess_offer: does a workload fit an offer, how long does it take and what does it cost.
+"""assess_offer: the plan that runs a workload on an offer, how long it takes and what it costs.
+
+The plan (app.fit.plans.choose_plan) is the listing alone, or several identical listings joined
+over the listing's network when one has too little memory; the workload's sharding is used
+first and ZeRO-3 (FSDP full shard) when it does not fit, and the explanation says so. Fractional
+counts (shared GPUs) count as one GPU for memory and at their fraction for throughput.
 
 Time comes from app.fit.throughput.training_time with the offer's GPU (catalog facts by slug),
-GPU count and links: the same function /api/estimate calls, so both give the same hours for
-the same GPU, count, links and sharding.
-
-GPU count: the offer's count is used, not the workload's `gpus` (which only shapes the
-stand-alone estimate). The workload's sharding is applied at the offer's count; when that does not
-fit and the offer has several GPUs, the job is re-assessed with ZeRO-3 (FSDP full shard) as "what
-it would take", and the explanation says so. Fractional counts (shared GPUs) count as one GPU for
-memory and at their fraction for throughput.
+the plan's GPU count and links: the same function /api/estimate calls, so `run_hours` equals
+its `time.hours` for the same GPU, count, listings (`nodes`), links and sharding. The expected
+job adds set-up, checkpoint writes and, on spot, interruption losses (app.fit.plans), and the
+market rule picks the price (`choose_market`).
 """
 
 from __future__ import annotations
@@ -16,49 +17,36 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from app.fit.cost import billed_hours, spot_overhead_hours
 from app.fit.estimate import MemoryEstimate
-from app.fit.explain import explain_fit, factor_texts
-from app.fit.hardware import (
-    GPUS_PER_NODE,
-    RDMA_NETWORKS,
-    GpuFacts,
-    Links,
-    gpu_facts,
-    uncatalogued_gpu,
+from app.fit.explain import explain_fit, factor_texts, miss_reason, network_text, plan_text
+from app.fit.hardware import RDMA_NETWORKS, GpuFacts, Links, gpu_facts, uncatalogued_gpu
+from app.fit.offer_facts import MarketCost, OfferFacts, OfferFit
+from app.fit.plans import (
+    MAX_SLOW_JOIN_COMM_SHARE,
+    JobTerms,
+    PlanLayout,
+    choose_market,
+    choose_plan,
+    job_overheads,
+    listing_prices,
+    market_costs,
 )
-from app.fit.memory import per_gpu_breakdown
-from app.fit.offer_facts import OfferFacts, OfferFit
 from app.fit.throughput import TimeEstimate, time_refusal, training_time
 from app.fit.workload import Workload
 
 INTERCONNECT_RANK = {"nvswitch": 0, "nvlink": 1, "unknown": 2, "pcie": 3}
 BILLING_RANK = {"second": 0, "minute": 1, "hour": 2, "unknown": 3}
 AVAILABILITY_RANK = {"in_stock": 0, "limited": 1, "unknown": 2, "out": 3}
+TIGHT_PENALTY = 20.0
 
 
-def _spot_risk(spot: bool, hours: float | None) -> float:
-    return 0.0 if not spot else 1.0 + (hours or 0.0) / 24
-
-
-def _score(
-    fits: bool,
-    headroom: float | None,
-    interconnect_penalty: bool,
-    billing: str,
-    availability: str,
-    spot: bool,
-) -> float | None:
-    """0-100 fit quality independent of price: headroom, interconnect, billing, stock, spot."""
-    if not fits:
-        return None
-    score = 100.0
-    if headroom is not None and headroom < 10:
-        score -= 20 - 2 * max(0.0, headroom)
+def _score(fit_tight: bool, interconnect_penalty: bool, offer: OfferFacts, spot: bool) -> float:
+    """0-100 fit quality independent of price: margin, interconnect, billing, stock, market."""
+    score = 100.0 - (TIGHT_PENALTY if fit_tight else 0.0)
     if interconnect_penalty:
         score -= 15
-    score -= {"second": 0, "minute": 2, "hour": 5}.get(billing, 8)
-    score -= {"in_stock": 0, "limited": 10, "out": 40}.get(availability, 5)
+    score -= {"second": 0, "minute": 2, "hour": 5}.get(offer.billing, 8)
+    score -= {"in_stock": 0, "limited": 10, "out": 40}.get(offer.availability, 5)
     if spot:
         score -= 10
     return max(0.0, score)
@@ -71,9 +59,10 @@ def offer_gpu(offer: OfferFacts) -> GpuFacts | None:
     )
 
 
-def offer_links(offer: OfferFacts) -> Links:
-    """The offer's GPUs (whole ones, at least one) and how they are joined."""
-    return Links.for_count(
+def plan_links(offer: OfferFacts, nodes: int = 1) -> Links:
+    """The plan's GPUs (whole ones, at least one per listing) and how they are joined."""
+    return Links.for_plan(
+        nodes,
         max(1, math.floor(offer.gpu_count)),
         interconnect=offer.interconnect,
         nvlink_gbps=offer.nvlink_gbps,
@@ -82,18 +71,16 @@ def offer_links(offer: OfferFacts) -> Links:
     )
 
 
-def offer_time(
-    workload: Workload, estimate: MemoryEstimate, offer: OfferFacts, sharding: str
-) -> TimeEstimate | str | None:
-    """The job's speed on the offer (a fractional GPU runs at its share), the reason it has
-    none (e.g. bf16 on a V100), or None when the offer's GPU has no known peak."""
+def plan_time(
+    workload: Workload, estimate: MemoryEstimate, offer: OfferFacts, layout: PlanLayout
+) -> TimeEstimate | None:
+    """The job's speed on the plan (a fractional GPU runs at its share); None when the GPU's
+    peak is unknown. Callers check time_refusal first."""
     gpu = offer_gpu(offer)
     if gpu is None:
         return None
-    refusal = time_refusal(workload, gpu)
-    if refusal is not None:
-        return refusal
-    time = training_time(workload, estimate.arch, gpu, offer_links(offer), sharding=sharding)
+    links = plan_links(offer, layout.nodes)
+    time = training_time(workload, estimate.arch, gpu, links, sharding=layout.sharding)
     if time is not None and 0 < offer.gpu_count < 1:
         time = replace(
             time,
@@ -103,58 +90,65 @@ def offer_time(
     return time
 
 
-def assess_offer(
-    workload: Workload, estimate: MemoryEstimate, offer: OfferFacts, *, use_spot: bool = False
-) -> OfferFit:
-    """Fit, time, cost, factors and a one-line explanation of `workload` on `offer`."""
-    arch = estimate.arch
-    gpus = max(1, math.floor(offer.gpu_count))
-    sharding = workload.sharding
-    bd = per_gpu_breakdown(workload, arch, gpus, sharding)
-    auto_zero3 = False
-    vram = offer.vram_gib_per_gpu
-    if vram is not None and bd.total_gib > vram and gpus > 1 and sharding != "zero3":
-        alt = per_gpu_breakdown(workload, arch, gpus, "zero3")
-        if alt.total_gib <= vram:
-            bd, sharding, auto_zero3 = alt, "zero3", True
-    need = bd.total_gib
-    spot = offer.spot or use_spot
-    price = offer.price_per_hour
-    if spot:
-        price = (
-            offer.spot_price_per_hour
-            if offer.spot_price_per_hour is not None
-            else (offer.price_per_hour if offer.spot else None)
-        )
-    multi_gpu = gpus > 1
-    multi_node = gpus > GPUS_PER_NODE
-    interconnect_penalty = multi_gpu and offer.interconnect in ("pcie", "unknown")
-    factors = factor_texts(
-        offer,
-        multi_gpu=multi_gpu,
-        multi_node=multi_node,
-        spot=spot,
-        auto_zero3=auto_zero3,
-        sharding=sharding,
-    )
-    tiebreak_base = (
+def _waits_on_network(
+    workload: Workload, estimate: MemoryEstimate, offer: OfferFacts, layout: PlanLayout
+) -> bool:
+    """Whether a join over a non-RDMA network spends most of its time communicating."""
+    if layout.nodes <= 1 or offer.network in RDMA_NETWORKS:
+        return False
+    time = plan_time(workload, estimate, offer, layout)
+    return time is not None and time.comm_share > MAX_SLOW_JOIN_COMM_SHARE
+
+
+def _tiebreak(offer: OfferFacts, nodes: int, headroom: float | None) -> tuple[float, ...]:
+    multi_gpu = nodes * offer.gpu_count > 1
+    return (
+        float(nodes),
         float(INTERCONNECT_RANK.get(offer.interconnect, 2) if multi_gpu else 0),
         float(BILLING_RANK.get(offer.billing, 3)),
         float(AVAILABILITY_RANK.get(offer.availability, 2)),
+        -headroom if headroom is not None else 0.0,
     )
-    if vram is None or need > vram:
-        if vram is None:
+
+
+def assess_offer(
+    workload: Workload,
+    estimate: MemoryEstimate,
+    offer: OfferFacts,
+    terms: JobTerms | None = None,
+) -> OfferFit:
+    """Plan, fit, time, expected cost, factors and a one-line explanation of `workload` on
+    `offer` under `terms` (market rule, headroom margin, set-up, checkpoint interval)."""
+    terms = terms or JobTerms()
+    arch = estimate.arch
+    choice = choose_plan(workload, arch, offer, min_headroom_pct=terms.min_headroom_pct)
+    gpu = offer_gpu(offer)
+    refusal = time_refusal(workload, gpu) if gpu is not None else None
+    slow_join = ""
+    if (
+        choice.layout is not None
+        and refusal is None
+        and _waits_on_network(workload, estimate, offer, choice.layout)
+    ):
+        slow_join = (
+            f"; joining {choice.layout.nodes} listings over {network_text(offer)} would spend "
+            f"over {MAX_SLOW_JOIN_COMM_SHARE:.0%} of each step communicating"
+        )
+        choice = choose_plan(
+            workload, arch, offer, min_headroom_pct=terms.min_headroom_pct, join_slow=False
+        )
+    layout = choice.layout
+    shown = layout or choice.closest
+    need = shown.need_gib if shown else estimate.per_gpu_gib
+    sharding = shown.sharding if shown else workload.sharding
+    per_listing = max(1.0, offer.gpu_count) if offer.gpu_count >= 1 else offer.gpu_count
+    if offer.vram_gib_per_gpu is None or refusal is not None or layout is None:
+        if refusal is not None:
+            reason = refusal
+        elif offer.vram_gib_per_gpu is None:
             reason = "VRAM per GPU unknown"
         else:
-            layout = (
-                f"; needs {estimate.gpus_needed}x80 GB-class GPUs ({estimate.layout_sharding})"
-                if estimate.gpus_needed and estimate.gpus_needed > gpus
-                else ""
-            )
-            reason = (
-                f"needs {need:.1f} GiB per GPU with {sharding} on {gpus} GPU(s), "
-                f"card has {vram:.1f} GiB{layout}"
-            )
+            reason = miss_reason(choice, offer) + slow_join
         return OfferFit(
             fits=False,
             per_gpu_gib_needed=need,
@@ -164,58 +158,111 @@ def assess_offer(
             est_total_cost=None,
             cost_per_m_tokens=None,
             score=None,
-            factors=factors,
+            factors=factor_texts(offer, nodes=1, sharding=sharding, auto_sharding=False),
             explanation=f"does not fit: {reason}",
             reason=reason,
             sharding_used=sharding,
-            tiebreak=(*tiebreak_base, _spot_risk(spot, None), 0.0),
+            tiebreak=_tiebreak(offer, 1, None),
+            gpus_per_node=per_listing,
         )
-    headroom = (vram - need) / vram * 100
-    factors["headroom"] = f"{headroom:.0f}% VRAM headroom"
-    est_h = billed = cost = per_m = None
-    tokens = workload.train_tokens(arch)
-    time = offer_time(workload, estimate, offer, sharding)
-    if isinstance(time, str):
-        factors["precision"] = time
-        time = None
-    if time is not None:
-        factors["speed"] = (
-            f"{time.tokens_per_s_per_gpu:,.0f} tokens/s per GPU, MFU {time.mfu:.0%}, "
-            f"{time.comm_share:.0%} of step time in unhidden communication"
-        )
-        est_h = time.hours
-        if spot:
-            est_h += spot_overhead_hours(est_h)
-        billed = billed_hours(est_h, offer.billing)
-        if price is not None:
-            cost = billed * price
-            per_m = cost / (tokens / 1e6)
-    if multi_node and offer.network not in RDMA_NETWORKS:
-        factors["network"] = f"{offer.network} between nodes: bottleneck, IB/RoCE/EFA advised"
+    auto = layout.sharding != workload.sharding
+    factors = factor_texts(offer, nodes=layout.nodes, sharding=layout.sharding, auto_sharding=auto)
+    factors["headroom"] = f"{layout.headroom_pct:.0f}% VRAM headroom" + (
+        f" (under the {terms.min_headroom_pct:g}% margin)" if choice.tight else ""
+    )
     fit = OfferFit(
         fits=True,
         per_gpu_gib_needed=need,
-        headroom_pct=headroom,
-        est_hours=est_h,
-        billed_hours=billed,
-        est_total_cost=cost,
-        cost_per_m_tokens=per_m,
-        score=_score(True, headroom, interconnect_penalty, offer.billing, offer.availability, spot),
+        headroom_pct=layout.headroom_pct,
+        est_hours=None,
+        billed_hours=None,
+        est_total_cost=None,
+        cost_per_m_tokens=None,
+        score=None,
         factors=factors,
         explanation="",
         reason=None,
-        sharding_used=sharding,
-        tiebreak=(*tiebreak_base, _spot_risk(spot, est_h), -headroom),
-        tokens_per_s_per_gpu=time.tokens_per_s_per_gpu if time else None,
-        mfu=time.mfu if time else None,
-        comm_share=time.comm_share if time else None,
+        sharding_used=layout.sharding,
+        tiebreak=_tiebreak(offer, layout.nodes, layout.headroom_pct),
+        tight=choice.tight,
+        nodes=layout.nodes,
+        gpus_per_node=per_listing,
+        plan=plan_text(offer, layout.nodes),
     )
-    return _with_explanation(fit, offer, auto_zero3, sharding)
+    time = plan_time(workload, estimate, offer, layout)
+    if time is not None:
+        fit = _with_costs(fit, workload, estimate, offer, layout, time, terms)
+    interconnect_penalty = layout.gpus > 1 and offer.interconnect in ("pcie", "unknown")
+    spot = fit.market_used == "spot" or (offer.spot and fit.market_used is None)
+    fit = replace(fit, score=_score(choice.tight, interconnect_penalty, offer, spot))
+    return replace(fit, explanation=explain_fit(fit, offer, terms, auto_sharding=auto))
 
 
-def _with_explanation(
-    fit: OfferFit, offer: OfferFacts, auto_zero3: bool, sharding: str
+def _with_costs(
+    fit: OfferFit,
+    workload: Workload,
+    estimate: MemoryEstimate,
+    offer: OfferFacts,
+    layout: PlanLayout,
+    time: TimeEstimate,
+    terms: JobTerms,
 ) -> OfferFit:
+    """The fit with hours, the markets' expected jobs and the chosen market's cost."""
+    arch = estimate.arch
+    tokens = workload.train_tokens(arch)
+    overheads = job_overheads(workload, arch, offer, layout.nodes, time.hours, terms)
+    markets = market_costs(offer, layout.nodes, time.hours, tokens, overheads, terms)
+    factors = dict(fit.factors)
+    factors["speed"] = (
+        f"{time.tokens_per_s_per_gpu:,.0f} tokens/s per GPU, MFU {time.mfu:.0%}, "
+        f"{time.comm_share:.0%} of step time in unhidden communication"
+    )
+    factors["setup"] = overheads.setup.summary()
+    factors["checkpoints"] = overheads.checkpoint_note
+    if overheads.minimum_note:
+        factors["billing minimum"] = overheads.minimum_note
+    on_demand, spot = listing_prices(offer)
+    chosen = choose_market(markets, on_demand, spot)
+    basis: MarketCost | None = None
+    cost = per_m = price = None
+    alternative = None
+    if chosen is not None:
+        basis, price, cost = chosen
+        per_m = basis.per_m_factor * price
+        other = "on_demand" if basis.market == "spot" else "spot"
+        other_price = on_demand if other == "on_demand" else spot
+        if other in markets and other_price is not None:
+            alt_cost = markets[other].node_hours * other_price
+            alternative = f"{other.replace('_', '-')} ${alt_cost:,.2f}"
+    else:
+        basis = markets.get("spot" if offer.spot else "on_demand") or next(
+            iter(markets.values()), None
+        )
+    if basis is not None and basis.market == "spot" and basis.spot_rate_per_hour is not None:
+        factors["spot"] = (
+            f"spot: {basis.spot_rate_per_hour:.2g} interruptions/h expected "
+            "(source in spot_risk_source)"
+        )
     return replace(
-        fit, explanation=explain_fit(fit, offer, auto_zero3=auto_zero3, sharding=sharding)
+        fit,
+        factors=factors,
+        est_hours=basis.wall_hours if basis else None,
+        billed_hours=basis.billed_hours if basis else None,
+        est_total_cost=cost,
+        cost_per_m_tokens=per_m,
+        tokens_per_s_per_gpu=time.tokens_per_s_per_gpu,
+        mfu=time.mfu,
+        comm_share=time.comm_share,
+        run_hours=time.hours,
+        setup_hours=overheads.setup.hours,
+        setup_notes=overheads.setup.notes,
+        checkpoint_hours=overheads.checkpoint_hours,
+        checkpoint_note=overheads.checkpoint_note,
+        market_used=basis.market if chosen is not None and basis else None,
+        price_used_per_hour=price,
+        spot_overhead_hours=basis.spot_overhead_hours if basis else None,
+        spot_rate_per_hour=basis.spot_rate_per_hour if basis else None,
+        spot_risk_source=basis.spot_risk_source if basis else None,
+        markets=markets,
+        alternative=alternative,
     )

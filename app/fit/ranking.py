@@ -1,4 +1,5 @@
-"""rank_key: fitting offers first, cheapest first, then interconnect, billing, stock, spot risk."""
+"""rank_key: plans that fit with margin first, then tight ones, then the rest; cheapest expected
+job first, then fewer listings, interconnect, billing, stock, headroom and time."""
 
 from __future__ import annotations
 
@@ -11,4 +12,4 @@ def rank_key(fit: OfferFit) -> tuple[float, ...]:
     """Sort key (ascending = better) for OfferFit values."""
     cost = fit.est_total_cost if fit.est_total_cost is not None else math.inf
     hours = fit.est_hours if fit.est_hours is not None else math.inf
-    return (0.0 if fit.fits else 1.0, cost, *fit.tiebreak, hours)
+    return (float(fit.fit_class), cost, *fit.tiebreak, hours)

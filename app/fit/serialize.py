@@ -90,6 +90,23 @@ def fit_dict(fit: OfferFit) -> dict[str, Any]:
         "tokens_per_s_per_gpu": _round(fit.tokens_per_s_per_gpu, 1),
         "mfu": _round(fit.mfu, 4),
         "comm_share": _round(fit.comm_share, 4),
+        "tight": fit.tight,
+        "nodes": fit.nodes,
+        "plan_gpu_count": fit.plan_gpu_count,
+        "plan": fit.plan,
+        "market_used": fit.market_used,
+        "price_used_per_hour": fit.price_used_per_hour,
+        "plan_price_per_hour": (
+            None if fit.price_used_per_hour is None else fit.price_used_per_hour * fit.nodes
+        ),
+        "run_hours": fit.run_hours,
+        "setup_hours": fit.setup_hours,
+        "checkpoint_hours": fit.checkpoint_hours,
+        "spot_overhead_hours": fit.spot_overhead_hours,
+        "spot_rate_per_hour": fit.spot_rate_per_hour,
+        "spot_risk_source": fit.spot_risk_source,
+        "alternative": fit.alternative,
+        "checkpoints": fit.checkpoint_note or None,
     }
 
 

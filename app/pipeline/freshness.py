@@ -81,6 +81,9 @@ def active_offers_by_source(session: Session) -> dict[str, int]:
     return data_cache.cached(session, "offers_by_source", None, count)
 
 
+data_cache.share("offers_by_provider")
+
+
 def active_offers_by_provider(session: Session) -> dict[str, tuple[int, int]]:
     """Active offers per provider id: (all, from the sample); cached until the next ingest.
 

@@ -10,7 +10,7 @@ from app.queries.assess import (
     VramBounds,
     assess_row,
     forget_fit_assessments,
-    job_price,
+    listing_bands,
     offer_facts,
     vram_bounds,
 )
@@ -45,8 +45,11 @@ from app.queries.params import (
     OfferFilters,
     Sort,
     filters_from_args,
+    job_terms,
+    link_args,
     workload_from_args,
 )
+from app.queries.ranking import page_assumptions
 from app.queries.rows import (
     OfferPage,
     OfferRow,
@@ -59,6 +62,7 @@ from app.queries.rows import (
     page_rows,
 )
 from app.queries.search import search_offers
+from app.queries.suggestions import Suggestion
 
 __all__ = [
     "DEFAULT_LIMIT",
@@ -84,6 +88,7 @@ __all__ = [
     "RankedOffer",
     "RegionGroup",
     "Sort",
+    "Suggestion",
     "VramBounds",
     "active_filters",
     "all_rows",
@@ -106,6 +111,10 @@ __all__ = [
     "job_price",
     "json_lines",
     "last_change_id",
+    "job_terms",
+    "link_args",
+    "page_assumptions",
+    "listing_bands",
     "offer_dict",
     "offer_facts",
     "page_rows",

@@ -1,25 +1,40 @@
-"""Fit assessment for the table: an offer's facts, the VRAM prefilter, and a process-wide
-cache of assessments (pure functions of workload, machine facts and market)."""
+"""Fit assessment for the table: an offer's facts, the VRAM prefilter, the spot advisor bands,
+and a process-wide cache of assessments (pure functions of workload, machine facts and terms)."""
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import ColumnElement, and_, or_
 from sqlalchemy.orm import Session
 
-from app.fit import MemoryEstimate, OfferFacts, OfferFit, Workload, assess_offer, estimate_memory
+from app.fit import (
+    JobTerms,
+    MemoryEstimate,
+    OfferFacts,
+    OfferFit,
+    Workload,
+    assess_offer,
+    estimate_memory,
+)
+from app.fit.market import has_advisor_feed, known_profiles, max_plan_nodes
 from app.fit.memory import per_gpu_breakdown
+from app.fit.plans import listing_step
 from app.queries.params import WORKLOAD_SORTS, Sort
 from app.queries.rows import OfferRow, RankedOffer, fetch_rows, row_select
+from app.store import data_cache
 from app.store.models import Offer
+from app.store.spot_advisor import advisor_rows
+
+BandIndex = Mapping[tuple[str, str, str], str]  # (provider, region, instance type) -> band
 
 
-def offer_facts(row: OfferRow) -> OfferFacts:
-    """The fit engine's view of one offer."""
+def offer_facts(row: OfferRow, bands: BandIndex | None = None) -> OfferFacts:
+    """The fit engine's view of one offer (with its advisor band when `bands` has one)."""
+    band = (bands or {}).get((row.provider, row.region, row.instance_type))
     return OfferFacts(
         gpu_count=row.gpu_count,
         vram_gib_per_gpu=row.vram_gib_per_gpu,
@@ -36,7 +51,44 @@ def offer_facts(row: OfferRow) -> OfferFacts:
         spot=row.spot,
         availability=row.availability,
         gpu_slug=row.gpu_model if row.gpu_model != "unknown" else None,
+        provider=row.provider,
+        spot_band=band,
+        spot_where=f"{row.instance_type} in {row.region}" if band else None,
+        listings_available=listing_step(row.availability_count, row.gpu_count),
     )
+
+
+data_cache.share("listing_bands")
+
+
+def listing_bands(session: Session) -> dict[tuple[str, str, str], str]:
+    """Advisor bands of every provider whose spot risk reads a side feed (Linux rows), keyed
+    like the SQL join of app.queries.shapes (cached until the data changes, and kept for the
+    rest of the session: a ranked page asks several times within one request)."""
+    held: dict[tuple[str, str, str], str] | None = session.info.get(_BANDS_KEY)
+    if held is None:
+        held = session.info[_BANDS_KEY] = _listing_bands(session)
+    return held
+
+
+_BANDS_KEY = "gpufit.listing_bands"
+
+
+def hold_bands(session: Session, bands: dict[tuple[str, str, str], str]) -> None:
+    """Keep `bands` (read under the current data version) as the session's listing_bands."""
+    session.info.setdefault(_BANDS_KEY, bands)
+
+
+def _listing_bands(session: Session) -> dict[tuple[str, str, str], str]:
+    def load() -> dict[tuple[str, str, str], str]:
+        out: dict[tuple[str, str, str], str] = {}
+        for provider in known_profiles():
+            if has_advisor_feed(provider):
+                for row in advisor_rows(session, provider_id=provider):
+                    out[(row.provider_id, row.region, row.instance_type)] = row.band_label
+        return out
+
+    return data_cache.cached(session, "listing_bands", None, load)
 
 
 @dataclass(frozen=True)
@@ -53,16 +105,20 @@ _MANY_GPUS = 1024
 
 
 def vram_bounds(workload: Workload, estimate: MemoryEstimate) -> VramBounds:
-    """Sound lower bounds on what a fitting offer needs (see assess_offer's layouts).
+    """Sound lower bounds on what a fitting offer needs (see app.fit.plans' layouts).
 
     Per GPU: no layout needs less than ZeRO-3 over very many GPUs (only activations, logits and
     overheads stay) or the job alone on one GPU. In total: n GPUs each holding their share need
-    at least what one GPU holding everything needs, since sharding only splits model states.
+    at least what one GPU holding everything needs, since sharding only splits model states; a
+    plan joins at most `max_plan_nodes` listings, so one listing holds at least that share.
     """
     arch = estimate.arch
     one = per_gpu_breakdown(workload, arch, 1, workload.sharding).total_gib
     spread = per_gpu_breakdown(workload, arch, _MANY_GPUS, "zero3").total_gib
-    return VramBounds(per_gpu_gib=min(one, spread) * _BOUND_SLACK, total_gib=one * _BOUND_SLACK)
+    return VramBounds(
+        per_gpu_gib=min(one, spread) * _BOUND_SLACK,
+        total_gib=one / max_plan_nodes() * _BOUND_SLACK,
+    )
 
 
 def candidate_clause(bounds: VramBounds) -> ColumnElement[bool]:
@@ -100,25 +156,25 @@ def rest_clause(bounds: VramBounds) -> ColumnElement[bool]:
 class Assessor:
     """assess_offer with a cache: offers with identical facts (common in lists) share a result.
 
-    The fit is a pure function of (workload, facts, market), so results outlive the data
+    The fit is a pure function of (workload, facts, terms), so results outlive the data
     version: after an ingest only shapes never seen before are assessed again.
     """
 
-    def __init__(self, workload: Workload, *, use_spot: bool) -> None:
-        self.workload, self.use_spot = workload, use_spot
+    def __init__(self, workload: Workload, terms: JobTerms | None = None) -> None:
+        self.workload, self.terms = workload, terms or JobTerms()
         self.estimate = estimate_memory(workload)
         # Hashing a pydantic model costs ~100 us; its JSON, hashed once per string, ~nothing
         # (a 1,000-row ranked page looks the cache up 1,000 times).
         self._workload_key = workload.model_dump_json()
 
     def __call__(self, facts: OfferFacts) -> OfferFit:
-        key = (self._workload_key, self.use_spot, facts)
+        key = (self._workload_key, self.terms, facts)
         with _FIT_LOCK:
             fit = _FIT_CACHE.get(key)
             if fit is not None:
                 _FIT_CACHE.move_to_end(key)
                 return fit
-        fit = assess_offer(self.workload, self.estimate, facts, use_spot=self.use_spot)
+        fit = assess_offer(self.workload, self.estimate, facts, self.terms)
         with _FIT_LOCK:
             _FIT_CACHE[key] = fit
             while len(_FIT_CACHE) > _FIT_CACHE_SIZE:
@@ -128,7 +184,7 @@ class Assessor:
 
 # A few hundred shapes per workload: room for the recent workloads of every visitor.
 _FIT_CACHE_SIZE = 100_000
-_FIT_CACHE: OrderedDict[tuple[str, bool, OfferFacts], OfferFit] = OrderedDict()
+_FIT_CACHE: OrderedDict[tuple[str, JobTerms, OfferFacts], OfferFit] = OrderedDict()
 _FIT_LOCK = threading.Lock()
 
 
@@ -138,25 +194,11 @@ def forget_fit_assessments() -> None:
         _FIT_CACHE.clear()
 
 
-def assess_row(row: OfferRow, workload: Workload, *, use_spot: bool = False) -> OfferFit:
-    """The fit of `workload` on one offer (offer and detail pages)."""
-    estimate = estimate_memory(workload)
-    return assess_offer(workload, estimate, offer_facts(row), use_spot=use_spot)
-
-
-def job_price(
-    *,
-    price_per_hour: float | None,
-    spot_price_per_hour: float | None,
-    spot: bool,
-    use_spot: bool,
-) -> float | None:
-    """The hourly price assess_offer bills a job at (kept in step with app.fit.offers)."""
-    if spot or use_spot:
-        if spot_price_per_hour is not None:
-            return spot_price_per_hour
-        return price_per_hour if spot else None
-    return price_per_hour
+def assess_row(
+    session: Session, row: OfferRow, workload: Workload, terms: JobTerms | None = None
+) -> OfferFit:
+    """The fit of `workload` on one offer (offer and detail pages), as the table ranks it."""
+    return Assessor(workload, terms)(offer_facts(row, listing_bands(session)))
 
 
 def full_rows(session: Session, ids: Sequence[int], assess: Assessor) -> list[RankedOffer]:
@@ -164,7 +206,8 @@ def full_rows(session: Session, ids: Sequence[int], assess: Assessor) -> list[Ra
     if not ids:
         return []
     by_id = {row.id: row for row in fetch_rows(session, row_select().where(Offer.id.in_(ids)))}
-    return [RankedOffer(by_id[i], assess(offer_facts(by_id[i]))) for i in ids]
+    bands = listing_bands(session)
+    return [RankedOffer(by_id[i], assess(offer_facts(by_id[i], bands))) for i in ids]
 
 
 @dataclass(frozen=True)
@@ -172,8 +215,9 @@ class RankedHead:
     """The page's share of the prefiltered offers: fitting ones (ranked), then near misses."""
 
     ids: list[int]  # in page order
-    n_fit: int  # fitting offers in all
+    n_fit: int  # fitting offers in all (tight ones included), within the deadline and budget
     n_missed: int  # prefiltered offers no layout fits (near misses) in all
+    n_tight: int = 0  # of n_fit, those under the headroom margin
 
 
 def rest_sort(sort: Sort) -> Sort:

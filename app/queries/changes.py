@@ -12,10 +12,16 @@ from dataclasses import dataclass
 from sqlalchemy import ColumnElement, and_, func, or_, select
 from sqlalchemy.orm import Session
 
-from app.fit import Workload
-from app.queries.assess import Assessor, candidate_clause, offer_facts, vram_bounds
+from app.fit import Workload, rank_key
+from app.queries.assess import (
+    Assessor,
+    candidate_clause,
+    listing_bands,
+    offer_facts,
+    vram_bounds,
+)
 from app.queries.filters import order_by, where_clauses
-from app.queries.params import OfferFilters
+from app.queries.params import OfferFilters, job_terms
 from app.queries.rows import RankedOffer, fetch_rows, row_select
 from app.store.models import Offer, OfferChange
 
@@ -81,14 +87,11 @@ def changed_matches(
             return ChangedMatches(0, [])
         stmt = row_select().where(*clauses).order_by(*order_by("price_per_gpu", filters))
         return ChangedMatches(count, [RankedOffer(r) for r in fetch_rows(session, stmt.limit(top))])
-    assess = Assessor(workload, use_spot=filters.market == "spot")
+    assess = Assessor(workload, job_terms(filters))
     bounds = vram_bounds(workload, assess.estimate)
+    bands = listing_bands(session)
     rows = fetch_rows(session, row_select().where(*clauses, candidate_clause(bounds)))
-    fitting = [RankedOffer(r, fit) for r in rows if (fit := assess(offer_facts(r))).fits]
-    fitting.sort(key=lambda item: (_cost(item), item.row.id))
+    fitting = [RankedOffer(r, fit) for r in rows if (fit := assess(offer_facts(r, bands))).fits]
+    # The ranked table's order (margin before tight, then expected cost).
+    fitting.sort(key=lambda item: (rank_key(item.fit) if item.fit else (), item.row.id))
     return ChangedMatches(len(fitting), fitting[:top])
-
-
-def _cost(item: RankedOffer) -> float:
-    cost = item.fit.est_total_cost if item.fit is not None else None
-    return float("inf") if cost is None else cost

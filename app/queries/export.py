@@ -3,8 +3,8 @@
 
 Rows come through a server-side cursor (Postgres; SQLite's cursor reads lazily anyway) in
 batches, so memory stays flat however many rows a view has. Without a workload that is the
-table's own ORDER BY; with one, the fit ranking's statements in turn (fitting offers by rank,
-near misses, then the rest), streaming ids and reading each batch's rows by id.
+table's own ORDER BY; with one, the ranking's order (plans that fit, by rank, near misses, then
+the rest), reading each batch's rows by id.
 """
 
 from __future__ import annotations
@@ -16,14 +16,13 @@ from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
 from app.fit import Workload
-from app.queries.assess import Assessor, offer_facts, rest_clause, rest_sort, vram_bounds
+from app.queries.assess import Assessor, full_rows, rest_clause, rest_sort, vram_bounds
 from app.queries.filters import effective_sort, order_by, where_clauses
 from app.queries.in_memory import in_memory_head
 from app.queries.output import csv_rows, json_lines, raw_csv_rows, raw_json_lines
-from app.queries.params import WORKLOAD_SORTS, OfferFilters
-from app.queries.ranking import MAX_SQL_SHAPES
-from app.queries.rows import TEXT_TIME_COLUMNS, RankedOffer, get_offers, row_select, rows_of
-from app.queries.shapes import assessed_shapes, member_stmt, ranked_stmt, shape_groups
+from app.queries.params import OfferFilters, job_terms
+from app.queries.ranking import limits_of
+from app.queries.rows import TEXT_TIME_COLUMNS, RankedOffer, row_select, rows_of
 from app.store.models import Offer
 
 BATCH = 1000
@@ -37,9 +36,10 @@ def export_lines(
     workload: Workload | None,
     max_rows: int,
     fmt: str,
+    link_query: str = "",
 ) -> Iterator[str]:
     """The whole view (no page, at most `max_rows` rows) as CSV ("csv", header first) or JSON
-    Lines ("jsonl") text, a batch of rows at a time."""
+    Lines ("jsonl") text, a batch of rows at a time; `link_query` as in offer_dict."""
     with_fit = workload is not None
     if fmt == "csv":
         yield csv_rows([], with_fit=with_fit, header=True)
@@ -50,7 +50,11 @@ def export_lines(
             yield encode(raws)
         return
     for batch in export_batches(session, filters=filters, workload=workload, max_rows=max_rows):
-        yield csv_rows(batch, with_fit=True) if fmt == "csv" else json_lines(batch)
+        yield (
+            csv_rows(batch, with_fit=True, link_query=link_query)
+            if fmt == "csv"
+            else json_lines(batch, link_query)
+        )
 
 
 def _raw_batches(session: Session, filters: OfferFilters, max_rows: int) -> Iterator[Sequence[Any]]:
@@ -95,12 +99,11 @@ def export_batches(
         finally:
             result.close()
         return
-    assess = Assessor(workload, use_spot=filters.market == "spot")
+    assess = Assessor(workload, job_terms(filters))
     left = max_rows
     for ids in _ranked_id_batches(session, filters, workload, assess):
         ids = ids[:left]
-        by_id = get_offers(session, ids=ids)
-        yield [RankedOffer(by_id[i], assess(offer_facts(by_id[i]))) for i in ids if i in by_id]
+        yield full_rows(session, ids, assess)
         left -= len(ids)
         if left <= 0:
             return
@@ -109,35 +112,25 @@ def export_batches(
 def _ranked_id_batches(
     session: Session, filters: OfferFilters, workload: Workload, assess: Assessor
 ) -> Iterator[list[int]]:
-    """Ids in the ranked table's order, in batches: the page statements of app.queries.shapes
-    without their page."""
+    """Ids in the ranked table's order, in batches: the ranking's head (plans that fit, by
+    rank, then near misses) for the whole view, then the rest in price order.
+
+    The head comes from the in-memory twin of the SQL ranking (same order, tested): it holds
+    every candidate's sort keys, a few numbers an offer, which a whole-view export needs anyway.
+    """
     sort = effective_sort(filters, has_workload=True)
     bounds = vram_bounds(workload, assess.estimate)
-    shapes = shape_groups(session, filters, bounds)
-    if len(shapes) > MAX_SQL_SHAPES:
-        # The in-memory ranking holds every candidate's sort keys anyway; take all of its head.
-        everything = filters.model_copy(update={"offset": 0, "limit": 10**9})
-        head = in_memory_head(session, filters=everything, sort=sort, bounds=bounds, assess=assess)
-        for i in range(0, len(head.ids), BATCH):
-            yield head.ids[i : i + BATCH]
-    else:
-        fitting, missed = assessed_shapes(session, filters=filters, assess=assess, shapes=shapes)
-        if fitting:
-            if sort in WORKLOAD_SORTS:
-                stmt = ranked_stmt(session, filters=filters, bounds=bounds, fitting=fitting,
-                                   use_spot=assess.use_spot)  # fmt: skip
-            else:
-                stmt = member_stmt(
-                    session, filters=filters, bounds=bounds, members=fitting, others=missed
-                ).order_by(*order_by(sort, filters))
-            yield from _id_batches(session, stmt)
-        if filters.fits_only:
-            return
-        if missed:
-            stmt = member_stmt(
-                session, filters=filters, bounds=bounds, members=missed, others=fitting
-            ).order_by(*order_by(rest_sort(sort), filters))
-            yield from _id_batches(session, stmt)
+    everything = filters.model_copy(update={"offset": 0, "limit": 10**9, "after": None})
+    head = in_memory_head(
+        session,
+        filters=everything,
+        sort=sort,
+        bounds=bounds,
+        assess=assess,
+        limits=limits_of(filters),
+    )
+    for i in range(0, len(head.ids), BATCH):
+        yield head.ids[i : i + BATCH]
     if filters.fits_only:
         return
     rest = (

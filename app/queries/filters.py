@@ -10,10 +10,17 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, func, or_, select
+from sqlalchemy import ColumnElement, and_, func, or_, select
 
 from app.gpus.catalog import UNKNOWN, load_catalog
-from app.queries.params import DEFAULT_SORT, LABELS, WORKLOAD_SORTS, OfferFilters, Sort
+from app.queries.params import (
+    DEFAULT_SORT,
+    LABELS,
+    SORT_ALIASES,
+    WORKLOAD_SORTS,
+    OfferFilters,
+    Sort,
+)
 from app.store.models import VRAM_SORT_SQL, GpuModel, Offer, per_gpu_sql
 
 
@@ -92,7 +99,8 @@ def _q_clause(text: str, _f: OfferFilters) -> ColumnElement[bool]:
 
 def _market_clause(value: str, _f: OfferFilters) -> ColumnElement[bool]:
     if value == "on_demand":
-        return Offer.price_per_hour.is_not(None)
+        # A spot-only listing's price is a spot price, whichever column holds it.
+        return and_(Offer.price_per_hour.is_not(None), Offer.spot.is_(False))
     return Offer.spot_price_per_hour.is_not(None)
 
 
@@ -269,12 +277,13 @@ def caption(filters: OfferFilters) -> str:
 
 
 def effective_sort(filters: OfferFilters, *, has_workload: bool) -> Sort:
-    """The sort in force: the requested one, fit when a workload is set, else price per GPU-hour."""
+    """The sort in force: the requested one, total job cost when a workload is set, else price
+    per GPU-hour."""
     if filters.sort is None:
-        return "fit" if has_workload else DEFAULT_SORT
+        return "cost" if has_workload else DEFAULT_SORT
     if filters.sort in WORKLOAD_SORTS and not has_workload:
         return DEFAULT_SORT
-    return filters.sort
+    return SORT_ALIASES.get(filters.sort, filters.sort)
 
 
 def sort_keys(sort: Sort, filters: OfferFilters) -> list[tuple[ColumnElement[Any], bool]]:
@@ -309,7 +318,26 @@ def order_by(sort: Sort, filters: OfferFilters) -> list[Any]:
     ]
 
 
+MARKET_RULE = {
+    "any": (
+        "each listing is costed in every market it has a price in (spot with its expected "
+        "interruption losses) and shown at the lower expected total"
+    ),
+    "on_demand": "every listing is costed at its on-demand price",
+    "spot": "every listing is costed at its spot price, with its expected interruption losses",
+}
+
+
 def fit_caption(filters: OfferFilters) -> str:
-    """The caption of a ranked table (says when non-fitting offers are hidden)."""
+    """The caption of a ranked table: the filters, the market rule, the deadline and budget,
+    and whether non-fitting offers are hidden."""
     text = caption(filters)
+    limits = []
+    if filters.max_hours is not None:
+        limits.append(f"finishing within {filters.max_hours:g} h")
+    if filters.max_cost is not None:
+        limits.append(f"costing at most {_money(filters.max_cost)}")
+    if limits:
+        text += "; plans " + " and ".join(limits)
+    text += "; " + MARKET_RULE[filters.market]
     return text + ("; only offers the job fits" if filters.fits_only else "")

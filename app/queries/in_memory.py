@@ -1,10 +1,11 @@
-"""Fit ranking in Python over every candidate: the fallback when shapes are too many for SQL."""
+"""Plan ranking in Python over every candidate: the fallback when shapes are too many for SQL
+(SQLite's bound-value limit). Same order as app.queries.shapes, key by key."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -12,9 +13,19 @@ from sqlalchemy import null, select
 from sqlalchemy.orm import Session
 
 from app.fit import OfferFacts, OfferFit
-from app.queries.assess import Assessor, RankedHead, VramBounds, candidate_clause, job_price
+from app.fit.market import market_profile
+from app.fit.offer_facts import NO_FIT, TIGHT
+from app.fit.plans import choose_market, listing_prices, listing_step
+from app.queries.assess import (
+    Assessor,
+    RankedHead,
+    VramBounds,
+    candidate_clause,
+    listing_bands,
+)
 from app.queries.filters import where_clauses
-from app.queries.params import OfferFilters, Sort
+from app.queries.params import WORKLOAD_SORTS, OfferFilters, Sort
+from app.queries.shapes import Limits
 from app.store.models import GpuModel, Offer
 
 # Ranking reads only these columns for every candidate; full rows are read for one page only.
@@ -33,6 +44,10 @@ _RANK_COLUMNS: tuple[Any, ...] = (
     Offer.spot,
     Offer.availability,
     Offer.gpu_model_slug,
+    Offer.provider_id,
+    Offer.availability_count,
+    Offer.region,
+    Offer.instance_type,
     Offer.price_per_hour,
     Offer.spot_price_per_hour,
     Offer.vram_gib_total,
@@ -41,7 +56,7 @@ _RANK_COLUMNS: tuple[Any, ...] = (
 _N_FACTS = 14  # the leading columns that, with prices None, are the price-free OfferFacts
 
 
-def _price_free_facts(values: Sequence[Any]) -> OfferFacts:
+def _price_free_facts(values: Sequence[Any], bands: dict[tuple[str, str, str], str]) -> OfferFacts:
     (
         _id,
         gpu_count,
@@ -57,7 +72,11 @@ def _price_free_facts(values: Sequence[Any]) -> OfferFacts:
         spot,
         availability,
         slug,
-    ) = values[:_N_FACTS]
+        provider,
+        available_gpus,
+        region,
+        instance_type,
+    ) = values[:18]
     return OfferFacts(
         gpu_count=gpu_count,
         vram_gib_per_gpu=vram,
@@ -69,9 +88,12 @@ def _price_free_facts(values: Sequence[Any]) -> OfferFacts:
         network=network,
         network_gbps=network_gbps,
         billing=billing,
-        spot=spot,
+        spot=bool(spot),
         availability=availability,
         gpu_slug=slug,
+        provider=market_profile(provider),
+        spot_band=bands.get((provider, region, instance_type)),
+        listings_available=listing_step(available_gpus, gpu_count),
     )
 
 
@@ -80,10 +102,35 @@ class _Candidate:
     """One prefiltered offer's sort keys, computed without building its full row."""
 
     id: int
-    fits: bool
-    rank: tuple[float, ...]  # equals rank_key(assess_offer(...)) for the full offer
-    cost: float
+    fit_class: int
+    fit_key: tuple[float, ...]  # the workload sort's key (shapes.fit_order's twin)
     row_key: tuple[Any, ...]
+    admitted: bool  # within the deadline and budget
+
+
+def offer_keys(fit: OfferFit, facts: OfferFacts) -> tuple[float | None, float | None, float | None]:
+    """(cost, hours, cost per million tokens) of one offer from its shape's price-free fit and
+    its prices: shapes.offer_terms in Python."""
+    on_demand, spot = listing_prices(facts)
+    chosen = choose_market(fit.markets, on_demand, spot)
+    if chosen is None:
+        own = fit.markets.get("spot" if facts.spot else "on_demand")
+        return None, own.wall_hours if own else None, None
+    market, price, cost = chosen
+    return cost, market.wall_hours, market.per_m_factor * price
+
+
+def fit_sort_key(
+    sort: Sort, fit: OfferFit, cost: float | None, hours: float | None, per_m: float | None
+) -> tuple[float, ...]:
+    """The fitting offers' order for a workload sort (NULLs last, as SQL's NULLS LAST)."""
+    c = math.inf if cost is None else cost
+    h = math.inf if hours is None else hours
+    if sort == "time":
+        return (h, c, *fit.tiebreak)
+    if sort == "cost_per_m":
+        return (math.inf if per_m is None else per_m, c, *fit.tiebreak, h)
+    return (c, *fit.tiebreak, h)
 
 
 def _candidates(
@@ -93,10 +140,10 @@ def _candidates(
     bounds: VramBounds,
     assess: Assessor,
     sort: Sort,
+    limits: Limits,
 ) -> list[_Candidate]:
-    """Sort keys of every prefiltered offer. Fit, time and tie-breaks do not depend on the
-    price, so one price-free assessment per distinct machine shape serves all its offers and
-    the job cost is billed hours × price (exactly what assess_offer computes)."""
+    """Sort keys of every prefiltered offer: one price-free assessment per distinct machine
+    shape serves all its offers, priced exactly as the SQL path prices them."""
     # first_seen costs a datetime conversion per row; only the "newest" order reads it.
     columns = _RANK_COLUMNS if sort == "newest" else (*_RANK_COLUMNS[:-1], null())
     stmt = (
@@ -104,36 +151,33 @@ def _candidates(
         .outerjoin(GpuModel, GpuModel.slug == Offer.gpu_model_slug)
         .where(*where_clauses(filters), candidate_clause(bounds))
     )
-    shapes: dict[tuple[Any, ...], OfferFit] = {}
+    bands = listing_bands(session)
+    shapes: dict[OfferFacts, OfferFit] = {}
     spot_market = filters.market == "spot"
     out = []
     # Core execution: these are plain tuples, no ORM bookkeeping per row.
     for raw in session.connection().execute(stmt).all():
-        shape = raw[1:_N_FACTS]
-        base = shapes.get(shape)
-        if base is None:
-            base = shapes[shape] = assess(_price_free_facts(raw))
-        offer_id, gpu_count, spot = raw[0], raw[1], raw[11]
-        on_demand, spot_price, vram_total, first_seen = raw[_N_FACTS : _N_FACTS + 4]
-        price = job_price(
-            price_per_hour=on_demand,
-            spot_price_per_hour=spot_price,
-            spot=spot,
-            use_spot=assess.use_spot,
-        )
-        cost = math.inf
-        if base.fits and base.billed_hours is not None and price is not None:
-            cost = base.billed_hours * price
-        hours = base.est_hours if base.est_hours is not None else math.inf
-        rank = (0.0 if base.fits else 1.0, cost, *base.tiebreak, hours)
+        base = _price_free_facts(raw, bands)
+        fit = shapes.get(base)
+        if fit is None:
+            fit = shapes[base] = assess(base)
+        offer_id, gpu_count = raw[0], raw[1]
+        on_demand, spot_price, vram_total, first_seen = raw[18:22]
+        priced = replace(base, price_per_hour=on_demand, spot_price_per_hour=spot_price)
+        admitted = True
+        key: tuple[float, ...] = ()
+        if fit.fits:
+            cost, hours, per_m = offer_keys(fit, priced)
+            admitted = limits.admits(cost, hours)
+            key = fit_sort_key(sort, fit, cost, hours, per_m)
         shown = spot_price if spot_market else (on_demand if on_demand is not None else spot_price)
         out.append(
             _Candidate(
                 offer_id,
-                base.fits,
-                rank,
-                cost,
+                fit.fit_class,
+                key,
                 _row_sort_key(sort, shown, gpu_count, vram_total, first_seen, offer_id),
+                admitted,
             )
         )
     return out
@@ -147,7 +191,7 @@ def _row_sort_key(
     first_seen: datetime,
     offer_id: int,
 ) -> tuple[Any, ...]:
-    """The SQL order of `order_by` for values in memory (fit/cost fall back to per GPU-hour)."""
+    """The SQL order of `order_by` for values in memory (workload sorts: per GPU-hour)."""
     p = math.inf if price is None else price
     if sort == "price":
         return (p, offer_id)
@@ -160,10 +204,8 @@ def _row_sort_key(
 
 
 def _fit_order(sort: Sort) -> Callable[[_Candidate], tuple[Any, ...]]:
-    if sort == "fit":
-        return lambda c: (*c.rank, c.id)
-    if sort == "cost":
-        return lambda c: (c.cost, *c.rank, c.id)
+    if sort in WORKLOAD_SORTS:
+        return lambda c: (*c.fit_key, c.id)
     return lambda c: c.row_key
 
 
@@ -174,12 +216,20 @@ def in_memory_head(
     sort: Sort,
     bounds: VramBounds,
     assess: Assessor,
+    limits: Limits,
 ) -> RankedHead:
-    """The page's fitting offers and near misses, every candidate sorted in Python."""
-    candidates = _candidates(session, filters=filters, bounds=bounds, assess=assess, sort=sort)
-    fitting = sorted((c for c in candidates if c.fits), key=_fit_order(sort))
-    # row_key is the rest order for fit and cost sorts (rest_sort): price per GPU-hour.
-    missed = sorted((c for c in candidates if not c.fits), key=lambda c: c.row_key)
+    """The page's fitting offers (margin, then tight) and near misses, sorted in Python."""
+    candidates = _candidates(
+        session, filters=filters, bounds=bounds, assess=assess, sort=sort, limits=limits
+    )
+    order = _fit_order(sort)
+    fitting = sorted(
+        (c for c in candidates if c.fit_class != NO_FIT and c.admitted),
+        key=lambda c: (c.fit_class, *order(c)),
+    )
+    # row_key is the rest order for workload sorts (rest_sort): price per GPU-hour.
+    missed = sorted((c for c in candidates if c.fit_class == NO_FIT), key=lambda c: c.row_key)
     head = fitting if filters.fits_only else [*fitting, *missed]
     window = head[filters.offset : filters.offset + filters.limit]
-    return RankedHead([c.id for c in window], len(fitting), len(missed))
+    n_tight = sum(1 for c in fitting if c.fit_class == TIGHT)
+    return RankedHead([c.id for c in window], len(fitting), len(missed), n_tight)

@@ -41,7 +41,7 @@ class Cursor:
 
 def _bad(message: str, value: str) -> RequestValidationError:
     return RequestValidationError(
-        [{"type": "value_error", "loc": ("query", "after"), "msg": message, "input": value}]
+        [{"type": "bad_cursor", "loc": ("query", "after"), "msg": message, "input": value}]
     )
 
 

@@ -47,7 +47,7 @@ OFFER_FIELDS = (
     "active",
     "provider_url",
 )
-FIT_FIELDS = (  # fit_dict's keys, minus the nested `factors` (JSON only)
+FIT_FIELDS = (  # fit_dict's keys, minus the nested `factors` and `setup` (JSON only)
     "fits",
     "per_gpu_gib_needed",
     "headroom_pct",
@@ -62,6 +62,21 @@ FIT_FIELDS = (  # fit_dict's keys, minus the nested `factors` (JSON only)
     "tokens_per_s_per_gpu",
     "mfu",
     "comm_share",
+    "tight",
+    "nodes",
+    "plan_gpu_count",
+    "plan",
+    "market_used",
+    "price_used_per_hour",
+    "plan_price_per_hour",
+    "run_hours",
+    "setup_hours",
+    "checkpoint_hours",
+    "spot_overhead_hours",
+    "spot_rate_per_hour",
+    "spot_risk_source",
+    "alternative",
+    "checkpoints",
 )
 
 
@@ -142,10 +157,11 @@ def raw_json_lines(raws: Sequence[Sequence[Any]]) -> str:
     return "".join(lines)
 
 
-def offer_dict(item: RankedOffer) -> dict[str, Any]:
-    """JSON-ready fields of one offer (plus its fit when ranked); datetimes as ISO 8601."""
+def offer_dict(item: RankedOffer, link_query: str = "") -> dict[str, Any]:
+    """JSON-ready fields of one offer (plus its fit when ranked); datetimes as ISO 8601.
+    `link_query` (the workload and terms) goes on the offer page link."""
     out = dict(zip(OFFER_FIELDS, _offer_values(item.row), strict=True))
-    out["url"] = f"/offers/{item.row.id}"
+    out["url"] = f"/offers/{item.row.id}" + (f"?{link_query}" if link_query else "")
     if item.fit is not None:
         out.update(fit_dict(item.fit))
     return out
@@ -168,8 +184,10 @@ def csv_columns(*, with_fit: bool) -> list[str]:
     return [*OFFER_FIELDS, "url", *(FIT_FIELDS if with_fit else ())]
 
 
-def csv_rows(items: Sequence[RankedOffer], *, with_fit: bool, header: bool = False) -> str:
-    """CSV lines of `items` (after a header row with `header`)."""
+def csv_rows(
+    items: Sequence[RankedOffer], *, with_fit: bool, header: bool = False, link_query: str = ""
+) -> str:
+    """CSV lines of `items` (after a header row with `header`); `link_query` as in offer_dict."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")  # writes None as an empty cell
     if header:
@@ -180,7 +198,7 @@ def csv_rows(items: Sequence[RankedOffer], *, with_fit: bool, header: bool = Fal
             text = values[i]
             if text and text.startswith(_FORMULA_START):
                 values[i] = "'" + text
-        values.append(f"/offers/{item.row.id}")
+        values.append(f"/offers/{item.row.id}" + (f"?{link_query}" if link_query else ""))
         if with_fit:
             fit = fit_dict(item.fit) if item.fit is not None else {}
             values += [_csv_cell(fit.get(c)) for c in FIT_FIELDS]
@@ -188,11 +206,13 @@ def csv_rows(items: Sequence[RankedOffer], *, with_fit: bool, header: bool = Fal
     return buffer.getvalue()
 
 
-def to_csv(items: Sequence[RankedOffer], *, with_fit: bool) -> str:
+def to_csv(items: Sequence[RankedOffer], *, with_fit: bool, link_query: str = "") -> str:
     """CSV text with a header row; the columns are the JSON fields in the same order."""
-    return csv_rows(items, with_fit=with_fit, header=True)
+    return csv_rows(items, with_fit=with_fit, header=True, link_query=link_query)
 
 
-def json_lines(items: Sequence[RankedOffer]) -> str:
+def json_lines(items: Sequence[RankedOffer], link_query: str = "") -> str:
     """One JSON object per line (JSON Lines), the fields of /api/offers' offers."""
-    return "".join(json.dumps(offer_dict(item), separators=(",", ":")) + "\n" for item in items)
+    return "".join(
+        json.dumps(offer_dict(item, link_query), separators=(",", ":")) + "\n" for item in items
+    )

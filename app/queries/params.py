@@ -9,10 +9,11 @@ from annotated_types import MaxLen
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
-from app.fit import Workload
+from app.fit import JobTerms, Workload
+from app.fit.plans import DEFAULT_MIN_HEADROOM_PCT
 from app.fit.query import workload_from_query
 
-Sort = Literal["fit", "cost", "price", "price_per_gpu", "vram", "newest"]
+Sort = Literal["fit", "cost", "time", "cost_per_m", "price", "price_per_gpu", "vram", "newest"]
 Market = Literal["any", "on_demand", "spot"]
 InterconnectValue = Literal["nvswitch", "nvlink", "pcie", "unknown"]
 NetworkValue = Literal["infiniband", "roce", "efa", "ethernet", "none", "unknown"]
@@ -20,14 +21,17 @@ BillingValue = Literal["second", "minute", "hour", "unknown"]
 AvailabilityValue = Literal["in_stock", "limited", "out", "unknown"]
 
 SORT_LABELS: dict[str, str] = {
-    "fit": "Best fit",
     "cost": "Total job cost",
+    "time": "Time to finish",
+    "cost_per_m": "Cost per million tokens",
     "price": "Price per hour",
     "price_per_gpu": "Price per GPU-hour",
     "vram": "VRAM (most first)",
     "newest": "Newest",
 }
-WORKLOAD_SORTS = ("fit", "cost")
+WORKLOAD_SORTS = ("fit", "cost", "time", "cost_per_m")
+# `fit` (the old name of the default ranking) still parses and ranks as `cost`.
+SORT_ALIASES: dict[str, Sort] = {"fit": "cost"}
 # The workload query parameters of /api/estimate (app.fit.query), shared by every table.
 WORKLOAD_KEYS = (
     "model",
@@ -147,6 +151,23 @@ class OfferFilters(BaseModel):
     )
     include_inactive: bool = False
     fits_only: bool = False
+    # The job's terms (app.fit.plans.JobTerms) and its deadline and budget: they shape the
+    # ranking of a workload, not which offers the SQL selects.
+    min_headroom_pct: Annotated[
+        Annotated[float, Field(ge=0, le=90)] | None, BeforeValidator(_blank_to_none)
+    ] = None
+    setup_minutes: Annotated[
+        Annotated[float, Field(ge=0, le=10_000)] | None, BeforeValidator(_blank_to_none)
+    ] = None
+    checkpoint_minutes: Annotated[
+        Annotated[float, Field(ge=0, le=100_000)] | None, BeforeValidator(_blank_to_none)
+    ] = None
+    max_hours: Annotated[
+        Annotated[float, Field(gt=0, le=1_000_000)] | None, BeforeValidator(_blank_to_none)
+    ] = None
+    max_cost: Annotated[
+        Annotated[float, Field(gt=0, le=1_000_000_000)] | None, BeforeValidator(_blank_to_none)
+    ] = None
     sort: Annotated[Sort | None, BeforeValidator(_blank_to_none)] = None
     limit: int = Field(default=DEFAULT_LIMIT, ge=1, le=MAX_LIMIT)
     offset: int = Field(default=0, ge=0, le=10_000_000)
@@ -205,6 +226,34 @@ def workload_from_args(args: Sequence[tuple[str, str]]) -> Workload | None:
     return workload_from_query(**values)
 
 
+JOB_KEYS = ("min_headroom_pct", "setup_minutes", "checkpoint_minutes", "max_hours", "max_cost")
+
+
 def filters_key(filters: OfferFilters) -> str:
-    """What selects the rows (not sort, page or fits_only): the key of cached aggregates."""
-    return filters.model_dump_json(exclude={"sort", "limit", "offset", "after", "fits_only"})
+    """What selects the rows (not sort, page, fits_only or the job's terms): the key of cached
+    aggregates."""
+    return filters.model_dump_json(
+        exclude={"sort", "limit", "offset", "after", "fits_only", *JOB_KEYS}
+    )
+
+
+def link_args(args: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The pairs a link from a ranked row carries to the offer page: the workload and the
+    job's terms (the offer page assesses the same plan)."""
+    keep = {*WORKLOAD_KEYS, *JOB_KEYS, "market"}
+    return [(k, v) for k, v in args if k in keep and v.strip()]
+
+
+def job_terms(filters: OfferFilters) -> JobTerms:
+    """The terms a ranked table costs every plan under (market rule, margin, set-up,
+    checkpoint interval)."""
+    return JobTerms(
+        market=filters.market,
+        min_headroom_pct=(
+            DEFAULT_MIN_HEADROOM_PCT
+            if filters.min_headroom_pct is None
+            else filters.min_headroom_pct
+        ),
+        setup_minutes=filters.setup_minutes,
+        checkpoint_minutes=filters.checkpoint_minutes,
+    )

@@ -11,7 +11,7 @@ from sqlalchemy import ColumnElement, FunctionElement, Select, String, func, sel
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import Session
 
-from app.fit import MemoryEstimate, OfferFit
+from app.fit import JobTerms, MemoryEstimate, OfferFit
 from app.gpus.catalog import UNKNOWN
 from app.queries.filters import order_by, where_clauses
 from app.queries.params import OfferFilters, Sort
@@ -195,6 +195,9 @@ class OfferPage:
     estimate: MemoryEstimate | None = None
     fitting: int | None = None  # how many offers fit, when a workload is set
     next_after: str | None = None  # the `after=` cursor of the next page (keyset sorts)
+    tight: int | None = None  # of those, how many fit under the headroom margin
+    terms: JobTerms | None = None  # the job's terms, when a workload is set
+    suggestions: Sequence[Any] = ()  # app.queries.suggestions.Suggestion, when few fit
 
 
 data_cache.share("count")

@@ -43,7 +43,7 @@ def search_offers(
             raise RequestValidationError(
                 [
                     {
-                        "type": "value_error",
+                        "type": "bad_cursor",
                         "loc": ("query", "after"),
                         "msg": "a table ranked for a workload pages by offset, not after",
                         "input": filters.after,

@@ -18,6 +18,7 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    and_,
     case,
     func,
     literal,
@@ -208,21 +209,43 @@ NO_SLUG = ""
 NO_GBPS = -1.0
 SHAPE_SLUG_SQL = func.coalesce(Offer.gpu_model_slug, literal(NO_SLUG, String, literal_execute=True))
 SHAPE_GBPS_SQL = func.coalesce(Offer.network_gbps, literal(NO_GBPS, Float, literal_execute=True))
+
+
+def _machine_columns() -> tuple[Any, ...]:
+    """The machine-shape columns the shape indexes lead with (after `active`), NULLs replaced
+    by the stand-ins as the ranking's joins render them."""
+    return (
+        func.coalesce(Offer.gpu_model_slug, literal_column("''")),
+        Offer.gpu_count,
+        Offer.vram_gib_per_gpu,
+        Offer.interconnect,
+        Offer.network,
+        func.coalesce(Offer.network_gbps, literal_column("-1.0")),
+        Offer.billing,
+    )
+
+
 # Fit ranking looks up each candidate machine shape's offers under a price ceiling: every
 # shape column is matched by equality, so the price range is one short scan per shape.
 Index(
     "ix_offers_active_shape_job_price",
     Offer.active,
-    func.coalesce(Offer.gpu_model_slug, literal_column("''")),
-    Offer.gpu_count,
-    Offer.vram_gib_per_gpu,
-    Offer.interconnect,
-    Offer.network,
-    func.coalesce(Offer.network_gbps, literal_column("-1.0")),
-    Offer.billing,
+    *_machine_columns(),
     Offer.spot,
     Offer.availability,
     job_price_sql(use_spot=False),
+)
+# With market=any a listing with both prices may rank on its spot price: the same shape lookup
+# by that price, over just those listings (migration 0010).
+PAIRED_SPOT_SQL = and_(Offer.spot.is_(False), Offer.spot_price_per_hour.is_not(None))
+Index(
+    "ix_offers_active_shape_spot_price",
+    Offer.active,
+    *_machine_columns(),
+    Offer.availability,
+    Offer.spot_price_per_hour,
+    postgresql_where=PAIRED_SPOT_SQL,
+    sqlite_where=PAIRED_SPOT_SQL,
 )
 
 

@@ -26,6 +26,8 @@ from app.queries import (
     assess_row,
     get_offer,
     get_offers,
+    job_terms,
+    link_args,
     offer_dict,
     price_history,
     to_csv,
@@ -173,7 +175,11 @@ def _offer_or_404(session: SessionDep, offer_id: int) -> Any:
 
 @router.get("/offers/{offer_id}", response_class=HTMLResponse)
 def offer_page(
-    request: Request, session: SessionDep, offer_id: int, workload: WorkloadDep
+    request: Request,
+    session: SessionDep,
+    offer_id: int,
+    workload: WorkloadDep,
+    filters: FiltersDep,
 ) -> Response:
     """Every field of one offer, its provider facts with sources and its price history."""
     from scrapers.facts import load_facts
@@ -207,7 +213,8 @@ def offer_page(
         title=f"Availability of {row.instance_type} in {row.region}",
     )
     facts = load_facts(row.provider).describe(row.instance_type, row.gpu_model, row.gpu_count)
-    fit = assess_row(row, workload) if workload is not None else None
+    terms = job_terms(filters)
+    fit = assess_row(session, row, workload, terms) if workload is not None else None
     return _render(
         request,
         "offer.html",
@@ -220,6 +227,7 @@ def offer_page(
             "facts": facts,
             "fit": fit,
             "workload": workload,
+            "link_query": urls.qs(link_args(urls.args_of(request))) if workload else "",
             "json_url": f"/api/offers/{offer_id}",
         },
         headers=urls.alternate_links(request, [(f"/api/offers/{offer_id}", "application/json")]),
@@ -236,12 +244,16 @@ def _sample_source(row: Any) -> Any:
 
 
 @router.get("/api/offers/{offer_id}", tags=["offers"], include_in_schema=True)
-def offer_json(session: SessionDep, offer_id: int, workload: WorkloadDep) -> dict[str, Any]:
+def offer_json(
+    session: SessionDep, offer_id: int, workload: WorkloadDep, filters: FiltersDep
+) -> dict[str, Any]:
     """One offer with its price history."""
     row = _offer_or_404(session, offer_id)
     out = offer_dict(RankedOffer(row))
     if workload is not None:
-        out.update(fit_dict(assess_row(row, workload)))
+        fit = assess_row(session, row, workload, job_terms(filters))
+        out.update(fit_dict(fit))
+        out["setup"] = list(fit.setup_notes)  # each step with its source or assumption
     out["history"] = [
         {
             "observed_at": p.observed_at.isoformat(),

@@ -28,6 +28,8 @@ from app.queries import (
     cheapest_per_provider,
     facets,
     gpu_price_history,
+    link_args,
+    page_assumptions,
     regions_by_continent,
     search_offers,
 )
@@ -92,6 +94,26 @@ def _chips(args: Args, filters: OfferFilters) -> list[Chip]:
         else:
             remove = urls.url("/", urls.replace(args, spec.key, None))
             chips.append(Chip(spec.caption(value), remove))
+    return chips
+
+
+def _job_chips(args: Args, filters: OfferFilters) -> list[Chip]:
+    """Chips for the deadline and budget (they shape the ranking, not the SQL filters)."""
+    chips = []
+    if filters.max_hours is not None:
+        chips.append(
+            Chip(
+                f"finishes within {filters.max_hours:g} h",
+                urls.url("/", urls.replace(args, "max_hours", None)),
+            )
+        )
+    if filters.max_cost is not None:
+        chips.append(
+            Chip(
+                f"job costs at most ${filters.max_cost:,.2f}",
+                urls.url("/", urls.replace(args, "max_cost", None)),
+            )
+        )
     return chips
 
 
@@ -190,6 +212,12 @@ def index_context(
 
     query = urls.qs(urls.without(args, *urls.PAGE_START))
     whole_view = urls.without(args, *urls.PAGE_START, "limit")
+    link_query = urls.qs(link_args(args)) if workload is not None else ""
+    assumptions = page_assumptions(page, workload) if workload is not None else []
+    suggestions = [
+        (s, urls.url("/", [*urls.without(args, *urls.PAGE_START, *s.params), *s.params.items()]))
+        for s in page.suggestions
+    ]
     return {
         "args": args,
         "arg": lambda key, default="": urls.first(args, key, default),
@@ -210,7 +238,11 @@ def index_context(
         "regions": regions,
         "presets": presets_list(),
         "sorts": sorts,
-        "chips": _chips(args, filters),
+        "chips": [*_chips(args, filters), *_job_chips(args, filters)],
+        "link_query": link_query,
+        "assumptions": assumptions,
+        "suggestions": suggestions,
+        "terms": page.terms,
         "pagination": _pagination(args, page),
         "first": first,
         "last": last,

@@ -99,7 +99,7 @@ def test_rank_filter_save_reopen_and_chart(server: str, browser: object, tmp_pat
     assert "method=qlora" in page.url and "model=llama-3.1-8b" in page.url
     first_row = page.locator("table.offers tbody tr.offer").first
     expect(first_row.locator("td.fit")).to_contain_text("fits")
-    expect(page.locator("#count-line")).to_contain_text("sorted by best fit")
+    expect(page.locator("#count-line")).to_contain_text("sorted by total job cost")
 
     # Change a filter: require NVLink/NVSwitch.
     with page.expect_navigation():

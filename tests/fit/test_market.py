@@ -34,7 +34,8 @@ from scrapers.skypilot import provider_for_cloud
 from scrapers.spot_advisor import SpotAdvisorFeed
 from tests.scrapers.conftest import fixture_text
 
-MONTH = 730.0
+# The advisor band reading's window (app/fit/data/provider_market.yaml, advisor.window_hours).
+WINDOW = load_market_data().advisor.window_hours.value
 
 
 @dataclass(frozen=True)
@@ -289,14 +290,14 @@ def test_band_fraction_rejects_other_labels(label: str) -> None:
 
 
 def test_fraction_to_hourly_rate() -> None:
-    assert fraction_to_hourly_rate(0.3, MONTH) == pytest.approx(-math.log(0.7) / MONTH)
-    assert fraction_to_hourly_rate(0.001, MONTH) == pytest.approx(0.001 / MONTH, rel=1e-3)
-    assert fraction_to_hourly_rate(0.0, MONTH) == 0.0
+    assert fraction_to_hourly_rate(0.3, WINDOW) == pytest.approx(-math.log(0.7) / WINDOW)
+    assert fraction_to_hourly_rate(0.001, WINDOW) == pytest.approx(0.001 / WINDOW, rel=1e-3)
+    assert fraction_to_hourly_rate(0.0, WINDOW) == 0.0
     # Round trip: an instance running the whole window is interrupted with probability p.
-    rate = fraction_to_hourly_rate(0.125, MONTH)
-    assert 1 - math.exp(-rate * MONTH) == pytest.approx(0.125)
+    rate = fraction_to_hourly_rate(0.125, WINDOW)
+    assert 1 - math.exp(-rate * WINDOW) == pytest.approx(0.125)
     with pytest.raises(ValueError):
-        fraction_to_hourly_rate(1.0, MONTH)
+        fraction_to_hourly_rate(1.0, WINDOW)
 
 
 ADVISOR = [
@@ -311,19 +312,19 @@ ADVISOR = [
 @pytest.mark.parametrize(
     ("provider", "itype", "region", "per_hour", "basis", "text"),
     [
-        ("aws", "p5.48xlarge", "us-east-1", -math.log(0.7) / MONTH, "advisor", "'>20%' band"),
-        ("aws", "p5en.48xlarge", "us-east-1", -math.log(0.975) / MONTH, "advisor", "'<5%'"),
-        ("aws", "p4d.24xlarge", "us-west-2", -math.log(0.875) / MONTH, "advisor", "us-west-2"),
+        ("aws", "p5.48xlarge", "us-east-1", -math.log(0.7) / WINDOW, "advisor", "'>20%' band"),
+        ("aws", "p5en.48xlarge", "us-east-1", -math.log(0.975) / WINDOW, "advisor", "'<5%'"),
+        ("aws", "p4d.24xlarge", "us-west-2", -math.log(0.875) / WINDOW, "advisor", "us-west-2"),
         # Windows rows are not used for training; no Linux row -> AWS default ('>20%' band)
-        ("aws", "p4d.24xlarge", "us-east-1", -math.log(0.7) / MONTH, "provider_default",
+        ("aws", "p4d.24xlarge", "us-east-1", -math.log(0.7) / WINDOW, "provider_default",
          "no advisor row"),
-        ("aws", "g6.xlarge", "us-east-1", -math.log(0.7) / MONTH, "provider_default",
+        ("aws", "g6.xlarge", "us-east-1", -math.log(0.7) / WINDOW, "provider_default",
          "not understood"),
-        ("AWS ", "p5.48xlarge", "us-east-1", -math.log(0.7) / MONTH, "advisor",
+        ("AWS ", "p5.48xlarge", "us-east-1", -math.log(0.7) / WINDOW, "advisor",
          "fetched 2026-12-03"),
-        ("gcp", "a3-highgpu-8g", "us-central1", -math.log(0.7) / MONTH, "provider_default",
+        ("gcp", "a3-highgpu-8g", "us-central1", -math.log(0.7) / WINDOW, "provider_default",
          "30 s notice"),
-        ("azure", "Standard_ND96isr_H100_v5", "eastus", -math.log(0.7) / 672, "provider_default",
+        ("azure", "Standard_ND96isr_H100_v5", "eastus", -math.log(0.7) / WINDOW, "provider_default",
          "28 days"),
         ("vastai", "8x H100", "Texas, US", 0.05, "provider_default", "outbid"),
         ("vast", "8x H100", "Texas, US", 0.05, "provider_default", "docs.vast.ai"),

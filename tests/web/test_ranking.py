@@ -9,7 +9,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
 
 from app import queries
-from app.fit import OfferFacts, Workload, assess_offer, estimate_memory, rank_key
+from app.fit import JobTerms, OfferFacts, Workload, assess_offer, estimate_memory, rank_key
 from app.queries import OfferFilters, all_rows, assess, offer_facts, ranking, search_offers
 from app.store.data_cache import bump_data_version
 from tests.web.helpers import QLORA_8B
@@ -54,10 +54,13 @@ def test_fitting_offers_come_first_cheapest_job_first(
     first_miss = flags.index(False)
     assert all(flags[:first_miss]) and not any(flags[first_miss:])  # ...after the fitting ones
     assert body["fitting"] == first_miss
-    costs = [o["est_total_cost"] for o in offers[:first_miss]]
-    known = [c for c in costs if c is not None]
-    assert known and known == sorted(known)
-    assert costs[: len(known)] == known  # offers with an unknown cost rank after priced ones
+    tight = [o["tight"] for o in offers[:first_miss]]
+    assert tight == sorted(tight)  # every row with margin before every tight one...
+    for group in (False, True):  # ...and within each, cheapest job first
+        costs = [o["est_total_cost"] for o in offers[:first_miss] if o["tight"] is group]
+        known = [c for c in costs if c is not None]
+        assert known == sorted(known)
+        assert costs[: len(known)] == known  # offers with an unknown cost rank after priced ones
     for offer in offers[:first_miss]:
         assert offer["per_gpu_gib_needed"] <= offer["vram_gib_per_gpu"]
         assert offer["headroom_pct"] >= 0 and offer["explanation"]
@@ -114,9 +117,12 @@ def test_other_sorts_keep_fitting_first(client: TestClient, sample_loaded: int) 
         value = o["price_per_hour"] if o["price_per_hour"] is not None else o["spot_price_per_hour"]
         return float(value)
 
-    assert [price(o) for o in fitting] == sorted(price(o) for o in fitting)
+    for group in (False, True):  # margin first, then tight, each in price order
+        prices = [price(o) for o in fitting if o["tight"] is group]
+        assert prices == sorted(prices)
+    assert [o["tight"] for o in fitting] == sorted(o["tight"] for o in fitting)
     by_cost = [
-        o["est_total_cost"]
+        (o["tight"], o["est_total_cost"])
         for o in ranked(client, **QLORA_8B, sort="cost")["offers"]
         if o["fits"] and o["est_total_cost"] is not None
     ]
@@ -127,7 +133,7 @@ def test_page_shows_fit_rows(client: TestClient, sample_loaded: int) -> None:
     html = client.get("/", params=QLORA_8B).text
     assert "Offers ranked for Llama 3.1 8B" in html
     assert "✓ fits" in html and "<meter" in html
-    assert "sorted by best fit" in html
+    assert "sorted by total job cost" in html
 
 
 def test_ranked_order_equals_full_assessment_order(session: Session, sample_loaded: int) -> None:
@@ -135,12 +141,13 @@ def test_ranked_order_equals_full_assessment_order(session: Session, sample_load
     # as rank_key over a full assess_offer of each offer would, in both markets.
     workload = Workload(model="llama-3.1-8b", method="qlora")
     estimate = estimate_memory(workload)
-    for market, use_spot in (("any", False), ("spot", True)):
+    for market in ("any", "spot", "on_demand"):
         filters = OfferFilters(fits_only=True, market=market)
+        terms = JobTerms(market=market)
         expected = sorted(
             (rank_key(fit), row.id)
             for row in all_rows(session, filters=filters)
-            if (fit := assess_offer(workload, estimate, offer_facts(row), use_spot=use_spot)).fits
+            if (fit := assess_offer(workload, estimate, offer_facts(row), terms)).fits
         )
         found = search_all(session, workload, fits_only=True, market=market)
         assert [item.row.id for item in found] == [i for _, i in expected], market
@@ -165,10 +172,10 @@ def test_sql_ranking_equals_in_memory_ranking(
 ) -> None:
     # The database sorts shapes joined as VALUES; the in-memory path sorts every candidate in
     # Python. Both must give the same pages, for every sort, market and page boundary.
-    cases = [
+    cases: list[dict[str, Any]] = [
         {"sort": sort, "market": market, "limit": limit, "offset": offset, "fits_only": only}
-        for sort in ("fit", "cost", "price", "price_per_gpu", "vram", "newest")
-        for market in ("any", "spot")
+        for sort in ("cost", "time", "cost_per_m", "price", "price_per_gpu", "vram", "newest")
+        for market in ("any", "spot", "on_demand")
         for limit, offset, only in (
             (1000, 0, False),
             (37, 111, False),
@@ -177,10 +184,23 @@ def test_sql_ranking_equals_in_memory_ranking(
             (10, 3, True),
         )
     ]
+    # Deadline, budget and the job's terms change which plans fit and what they cost.
+    cases += [
+        {"sort": sort, "limit": limit, "offset": offset, **extra}
+        for sort in ("cost", "time", "price")
+        for limit, offset in ((1000, 0), (7, 12))
+        for extra in (
+            {"max_hours": 6.0},
+            {"max_cost": 30.0, "fits_only": True},
+            {"max_hours": 20.0, "max_cost": 200.0},
+            {"min_headroom_pct": 30.0, "setup_minutes": 45.0, "checkpoint_minutes": 10.0},
+        )
+    ]
     for workload in WORKLOADS:
         sql = [page_ids(session, workload, **case) for case in cases]
         with monkeypatch.context() as patch:
             patch.setattr(ranking, "MAX_SQL_SHAPES", 0)
+            patch.setattr(ranking, "MAX_PG_SHAPES", 0)
             in_memory = [page_ids(session, workload, **case) for case in cases]
         for case, got, want in zip(cases, sql, in_memory, strict=True):
             assert got == want, (workload, case)
@@ -209,9 +229,9 @@ def test_fit_assessments_outlive_an_ingest(
     calls: list[OfferFacts] = []
     real = assess.assess_offer
 
-    def counting(workload: Workload, estimate: Any, facts: OfferFacts, **kw: Any) -> Any:
+    def counting(workload: Workload, estimate: Any, facts: OfferFacts, *args: Any) -> Any:
         calls.append(facts)
-        return real(workload, estimate, facts, **kw)
+        return real(workload, estimate, facts, *args)
 
     monkeypatch.setattr(assess, "assess_offer", counting)
     workload = Workload(model="llama-3.1-8b", method="qlora")
