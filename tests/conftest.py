@@ -9,12 +9,12 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine, Integer, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.settings import ProviderSettings, Settings
@@ -29,6 +29,26 @@ from tests.feed_server import FeedServer, feed_server
 
 PG_URL = os.environ.get("GPUFIT_TEST_DATABASE_URL", "")
 BACKENDS = ["sqlite", "postgres"] if PG_URL else ["sqlite"]
+
+
+def _worker_database(url: str, worker: str) -> str:
+    """Under pytest-xdist each worker gets its own database beside the configured one (created
+    if missing), so workers never drop each other's tables."""
+    from sqlalchemy.engine import make_url
+
+    base = make_url(url)
+    name = f"{base.database}_{worker}"
+    admin = make_engine(url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        exists = conn.scalar(text("SELECT 1 FROM pg_database WHERE datname = :n"), {"n": name})
+        if not exists:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+    admin.dispose()
+    return base.set(database=name).render_as_string(hide_password=False)
+
+
+if PG_URL and os.environ.get("PYTEST_XDIST_WORKER"):
+    PG_URL = _worker_database(PG_URL, os.environ["PYTEST_XDIST_WORKER"])
 
 
 def reset_postgres(url: str) -> None:
@@ -128,13 +148,57 @@ def client(app: FastAPI) -> Iterator[TestClient]:
         yield c
 
 
+# The database right after the first real load of the bundled sample, per backend: later tests
+# get the same rows back by bulk insert (~10x faster than re-running the ingest pipeline).
+_sample_snapshots: dict[str, tuple[int, dict[str, list[dict[str, Any]]]]] = {}
+
+
+def _snapshot(engine: Engine) -> dict[str, list[dict[str, Any]]]:
+    with engine.connect() as conn:
+        return {
+            t.name: [dict(r._mapping) for r in conn.execute(t.select())]
+            for t in Base.metadata.sorted_tables
+        }
+
+
+def _restore(engine: Engine, rows: dict[str, list[dict[str, Any]]]) -> None:
+    """Empty the database and insert `rows` with their ids; Postgres sequences follow the ids."""
+    from app.store import data_cache
+
+    _clear(engine)
+    with engine.begin() as conn:
+        for table in Base.metadata.sorted_tables:
+            if rows[table.name]:
+                conn.execute(table.insert(), rows[table.name])
+            serial = "id" in table.c and isinstance(table.c.id.type, Integer)
+            if engine.dialect.name == "postgresql" and serial:
+                conn.execute(
+                    text(
+                        "SELECT setval(pg_get_serial_sequence(:t, 'id'), "
+                        f"coalesce((SELECT max(id) FROM {table.name}), 0) + 1, false) "
+                        "WHERE pg_get_serial_sequence(:t, 'id') IS NOT NULL"
+                    ),
+                    {"t": table.name},
+                )
+    # The same data-version token as the first load: forget what this process computed since,
+    # so each test starts as cold as right after a real load.
+    data_cache.clear()
+
+
 @pytest.fixture
-def sample_loaded(session_factory: sessionmaker[Session]) -> int:
-    """Load the bundled sample; returns the number of offers."""
+def sample_loaded(engine: Engine, session_factory: sessionmaker[Session]) -> int:
+    """The bundled sample, loaded; returns the number of offers."""
     from app.pipeline.sample_loader import load_sample
 
+    key = engine.url.render_as_string()
+    if key in _sample_snapshots:
+        offers, rows = _sample_snapshots[key]
+        _restore(engine, rows)
+        return offers
     with session_factory.begin() as session:
-        return load_sample(session).offers
+        offers = load_sample(session).offers
+    _sample_snapshots[key] = (offers, _snapshot(engine))
+    return offers
 
 
 @pytest.fixture(scope="session")

@@ -172,29 +172,38 @@ def test_sql_ranking_equals_in_memory_ranking(
 ) -> None:
     # The database sorts shapes joined as VALUES; the in-memory path sorts every candidate in
     # Python. Both must give the same pages, for every sort, market and page boundary.
-    cases: list[dict[str, Any]] = [
-        {"sort": sort, "market": market, "limit": limit, "offset": offset, "fits_only": only}
+    # Every sort and market is compared over a long first page and over one short page; the short
+    # pages rotate so each page boundary shape meets several sorts and markets.
+    pages = ((37, 111, False), (25, 50, True), (5, 0, False), (10, 3, True))
+    combos = [
+        (sort, market)
         for sort in ("cost", "time", "cost_per_m", "price", "price_per_gpu", "vram", "newest")
         for market in ("any", "spot", "on_demand")
-        for limit, offset, only in (
-            (1000, 0, False),
-            (37, 111, False),
-            (25, 50, True),
-            (5, 0, False),
-            (10, 3, True),
-        )
     ]
+    cases: list[dict[str, Any]] = []
+    for i, (sort, market) in enumerate(combos):
+        for limit, offset, only in ((500, 0, False), pages[i % len(pages)]):
+            cases.append(
+                {
+                    "sort": sort,
+                    "market": market,
+                    "limit": limit,
+                    "offset": offset,
+                    "fits_only": only,
+                }
+            )
     # Deadline, budget and the job's terms change which plans fit and what they cost.
+    extras: tuple[dict[str, Any], ...] = (
+        {"max_hours": 6.0},
+        {"max_cost": 30.0, "fits_only": True},
+        {"max_hours": 20.0, "max_cost": 200.0},
+        {"min_headroom_pct": 30.0, "setup_minutes": 45.0, "checkpoint_minutes": 10.0},
+    )
     cases += [
         {"sort": sort, "limit": limit, "offset": offset, **extra}
-        for sort in ("cost", "time", "price")
-        for limit, offset in ((1000, 0), (7, 12))
-        for extra in (
-            {"max_hours": 6.0},
-            {"max_cost": 30.0, "fits_only": True},
-            {"max_hours": 20.0, "max_cost": 200.0},
-            {"min_headroom_pct": 30.0, "setup_minutes": 45.0, "checkpoint_minutes": 10.0},
-        )
+        for i, sort in enumerate(("cost", "time", "price"))
+        for j, extra in enumerate(extras)
+        for limit, offset in (((1000, 0), (7, 12))[(i + j) % 2],)
     ]
     for workload in WORKLOADS:
         sql = [page_ids(session, workload, **case) for case in cases]
@@ -214,8 +223,8 @@ def test_ranked_pages_tile_the_whole_list(session: Session, sample_loaded: int) 
         whole = [item.row.id for item in search_all(session, workload)]
         assert total == sample_loaded == len(whole) == len(set(whole))
         paged: list[int] = []
-        for offset in range(0, total, 53):
-            paged += page_ids(session, workload, limit=53, offset=offset)[2]
+        for offset in range(0, total, 131):
+            paged += page_ids(session, workload, limit=131, offset=offset)[2]
         assert paged == whole, workload
         assert 0 < fitting < total
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from datetime import timedelta
@@ -12,6 +13,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+import app.saved
 from app.core.settings import Settings
 from app.main import create_app
 from app.saved import OWNER_COOKIE
@@ -206,15 +208,25 @@ def test_one_view_saved_by_many_is_computed_once(
 
 
 def test_saved_page_shows_counts_as_of_their_version_and_refreshes_in_background(
-    settings: Settings, session_factory: sessionmaker[Session]
+    settings: Settings, session_factory: sessionmaker[Session], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With no time budget /saved re-runs nothing: it shows the stored counts, marked as of
     when, and the background refresher brings them up to date for the next view."""
+    # Hold the background refresher until the stale page has been seen: on a fast machine it
+    # would otherwise finish between the two requests and the page would already be current.
+    release = threading.Event()
+    refresh = app.saved.refresh_saved_query
+
+    def held_refresh(session: Session, *, key: str) -> int:
+        release.wait(timeout=10)
+        return refresh(session, key=key)
+
     ingest(session_factory, [record()])
-    app = create_app(settings.model_copy(update={"saved_refresh_budget_ms": 0}), scheduler=False)
-    with TestClient(app) as browser:
+    web = create_app(settings.model_copy(update={"saved_refresh_budget_ms": 0}), scheduler=False)
+    with TestClient(web) as browser:
         save(browser, "Eight H100", "gpu=h100-sxm")
         assert browser.get("/api/saved").json()["saved"][0]["current"] is True
+        monkeypatch.setattr(app.saved, "refresh_saved_query", held_refresh)
         ingest(
             session_factory,
             [record(), record(instance_type="test.8xh100.b", price_per_hour=30)],
@@ -222,7 +234,8 @@ def test_saved_page_shows_counts_as_of_their_version_and_refreshes_in_background
         (item,) = browser.get("/api/saved").json()["saved"]
         assert (item["match_count"], item["current"]) == (1, False)
         assert "as of" in browser.get("/saved").text
-        assert app.state.saved_refresher.wait_idle(timeout=10)
+        release.set()
+        assert web.state.saved_refresher.wait_idle(timeout=10)
         (item,) = browser.get("/api/saved").json()["saved"]
         assert (item["match_count"], item["current"]) == (2, True)
 
