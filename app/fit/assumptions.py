@@ -20,6 +20,11 @@ MARKET_RULES = {
     "spot": "market=spot: spot prices only, each with its expected interruption losses",
 }
 
+# A top row longer than this gets a "Duration" note: the cost sort ranks the cheapest expected
+# total first however long it runs, and a week on one spot or marketplace listing is exposed
+# to the hourly changes of its price and stock that the expected total does not price in.
+LONG_RUN_HOURS = 168.0
+
 
 def tokens_assumption(workload: Workload, estimate: MemoryEstimate) -> str:
     """How many tokens the hours and costs are for, and why."""
@@ -119,6 +124,17 @@ def job_assumptions(
             "hour; unknown counts as hourly) and at least the provider's minimum charge",
         )
     )
+    if top is not None and top.est_hours is not None and top.est_hours > LONG_RUN_HOURS:
+        out.append(
+            (
+                "Duration",
+                f"the top row runs {top.est_hours / 24:,.0f} days ({top.est_hours:,.0f} h): "
+                "sorted by cost, the lowest expected total comes first however long it runs, "
+                "and a run this long on one spot or marketplace listing meets the hourly "
+                "changes of its price and stock that the total does not include. A deadline "
+                "(max_hours=, e.g. 48) or sort=time ranks faster plans first",
+            )
+        )
     out.append(("Market", MARKET_RULES[terms.market]))
     out.append(
         (

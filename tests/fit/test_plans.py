@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from app.fit import JobTerms, OfferFacts, Workload, assess_offer, estimate_memory, rank_key
-from app.fit.assumptions import job_assumptions
+from app.fit.assumptions import LONG_RUN_HOURS, job_assumptions
 from app.fit.market import load_market_data, spot_risk_for_band
 from app.fit.offer_facts import FITS, NO_FIT, TIGHT
 from app.fit.plans import checkpoint_state_bytes, listing_step
@@ -271,3 +271,16 @@ def test_assumptions_name_every_number_source() -> None:
     pretrain = Workload(params_b=1, method="pretrain")
     tokens = dict(job_assumptions(pretrain, estimate_memory(pretrain), JobTerms()))["Tokens"]
     assert "Chinchilla" in tokens and "20 per parameter" in tokens
+
+
+def test_a_top_row_longer_than_a_week_says_so_and_how_to_rank_faster_plans() -> None:
+    pretrain = Workload(params_b=1, method="pretrain")
+    estimate = estimate_memory(pretrain)
+    fit = assess(pretrain, H100, JobTerms())
+    assert fit.est_hours is not None
+    slow = replace(fit, est_hours=LONG_RUN_HOURS * 4.3)
+    items = dict(job_assumptions(pretrain, estimate, JobTerms(), top=slow, top_gpu="h100-sxm"))
+    assert "30 days" in items["Duration"] and "max_hours=" in items["Duration"]
+    quick = replace(fit, est_hours=LONG_RUN_HOURS * 0.5)
+    items = dict(job_assumptions(pretrain, estimate, JobTerms(), top=quick, top_gpu="h100-sxm"))
+    assert "Duration" not in items

@@ -307,6 +307,19 @@ def test_page_shows_plans_tight_rows_and_assumptions(
     assert "Tokens" in topics and "Spot risk" in topics
 
 
+def test_a_month_long_cheapest_plan_is_called_out(client: TestClient, sample_loaded: int) -> None:
+    # Pretraining 1B on Chinchilla tokens: the cheapest expected total on the sample is a
+    # single-card run of weeks; the page says so and how to rank faster plans first.
+    body = ranked(client, params_b=1, method="pretrain", limit=5)
+    top = body["offers"][0]
+    notes = {a["topic"]: a["text"] for a in body["assumptions"]}
+    assert top["est_hours"] > 168
+    assert f"{top['est_hours']:,.0f} h" in notes["Duration"] and "max_hours=" in notes["Duration"]
+    fast = ranked(client, params_b=1, method="pretrain", max_hours=48, limit=5)
+    assert fast["offers"][0]["est_hours"] <= 48
+    assert "Duration" not in {a["topic"] for a in fast["assumptions"]}
+
+
 def test_page_says_what_would_make_a_hard_job_fit(client: TestClient, sample_loaded: int) -> None:
     # Without checkpointing few listings hold a 70B full fine-tune: the page lists the changes
     # that open the most, computed by the fit engine.
