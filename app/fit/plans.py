@@ -63,6 +63,7 @@ DEFAULT_MIN_HEADROOM_PCT = 5.0
 # keep the number of machine shapes the ranking assesses small).
 LISTING_STEPS = (16, 8, 4, 2, 1)
 MAX_SLOW_JOIN_COMM_SHARE = 0.5
+MIN_CHECKPOINT_MINUTES = 1.0
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,13 @@ class JobTerms:
     min_headroom_pct: float = DEFAULT_MIN_HEADROOM_PCT
     setup_minutes: float | None = None  # None: the provider's estimate
     checkpoint_minutes: float | None = None  # None: the data file's default; 0: none
+
+    def __post_init__(self) -> None:
+        minutes = self.checkpoint_minutes
+        if minutes is not None and minutes != 0 and not minutes >= MIN_CHECKPOINT_MINUTES:
+            raise ValueError(
+                f"checkpoint_minutes must be 0 (none) or at least {MIN_CHECKPOINT_MINUTES:g}"
+            )
 
     @property
     def checkpoint_interval(self) -> float:

@@ -10,7 +10,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationIn
 from pydantic_core import PydanticCustomError
 
 from app.fit import JobTerms, Workload
-from app.fit.plans import DEFAULT_MIN_HEADROOM_PCT
+from app.fit.plans import DEFAULT_MIN_HEADROOM_PCT, MIN_CHECKPOINT_MINUTES
 from app.fit.query import workload_from_query
 
 Sort = Literal["fit", "cost", "time", "cost_per_m", "price", "price_per_gpu", "vram", "newest"]
@@ -94,6 +94,15 @@ def _blank_to_none(value: Any) -> Any:
     return value
 
 
+def _blank_or_zero(value: Any) -> Any:
+    """As `_blank_to_none`, and any spelling of zero ("0", "0.0") is the integer 0."""
+    value = _blank_to_none(value)
+    try:
+        return 0 if value is not None and float(value) == 0 else value
+    except (TypeError, ValueError):
+        return value
+
+
 def _drop_blanks(value: Any) -> Any:
     if isinstance(value, list):
         return [v for v in value if not (isinstance(v, str) and not v.strip())]
@@ -159,8 +168,11 @@ class OfferFilters(BaseModel):
     setup_minutes: Annotated[
         Annotated[float, Field(ge=0, le=10_000)] | None, BeforeValidator(_blank_to_none)
     ] = None
+    # 0 turns checkpoints off; otherwise at least a minute (a 5e-324-minute interval would
+    # mean infinitely many writes).
     checkpoint_minutes: Annotated[
-        Annotated[float, Field(ge=0, le=100_000)] | None, BeforeValidator(_blank_to_none)
+        Annotated[float, Field(ge=MIN_CHECKPOINT_MINUTES, le=100_000)] | Literal[0] | None,
+        BeforeValidator(_blank_or_zero),
     ] = None
     max_hours: Annotated[
         Annotated[float, Field(gt=0, le=1_000_000)] | None, BeforeValidator(_blank_to_none)

@@ -284,3 +284,10 @@ def test_a_top_row_longer_than_a_week_says_so_and_how_to_rank_faster_plans() -> 
     quick = replace(fit, est_hours=LONG_RUN_HOURS * 0.5)
     items = dict(job_assumptions(pretrain, estimate, JobTerms(), top=quick, top_gpu="h100-sxm"))
     assert "Duration" not in items
+
+
+@pytest.mark.parametrize("minutes", [5e-324, 0.5, -1.0, math.nan])
+def test_job_terms_refuse_checkpoint_intervals_under_a_minute(minutes: float) -> None:
+    with pytest.raises(ValueError, match="checkpoint_minutes"):
+        JobTerms(checkpoint_minutes=minutes)
+    assert JobTerms(checkpoint_minutes=0).checkpoint_interval == 0

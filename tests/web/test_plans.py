@@ -414,3 +414,14 @@ def test_aws_spot_rows_are_costed_with_their_advisor_band(
     monkeypatch.setattr(ranking, "MAX_PG_SHAPES", 0)
     memory = [i.row.id for i in search_offers(session, filters=filters, workload=workload).offers]
     assert sql == memory == [o["id"] for o in body["offers"]]
+
+
+@pytest.mark.parametrize("path", ["/api/offers", "/offers.csv", "/"])
+@pytest.mark.parametrize("minutes", ["5e-324", "0.5"])
+def test_checkpoint_intervals_under_a_minute_are_a_422(
+    client: TestClient, path: str, minutes: str
+) -> None:
+    # Found by schemathesis: a denormal interval meant infinitely many checkpoint writes (500).
+    response = client.get(path, params={"params_b": 1, "checkpoint_minutes": minutes})
+    assert response.status_code == 422
+    assert "checkpoint_minutes" in response.text
