@@ -6,7 +6,17 @@ from collections.abc import Sequence
 from typing import Annotated, Any, Literal, get_origin
 
 from annotated_types import MaxLen
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
+    field_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from app.fit import JobTerms, Workload
@@ -103,6 +113,17 @@ def _blank_or_zero(value: Any) -> Any:
         return value
 
 
+def _one_checkpoint_error(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    """One error naming the field, not one per member of its union."""
+    try:
+        return handler(value)
+    except ValidationError:
+        raise PydanticCustomError(
+            "checkpoint_minutes",
+            "must be 0 (no checkpoints) or between 1 and 100000 minutes",
+        ) from None
+
+
 def _drop_blanks(value: Any) -> Any:
     if isinstance(value, list):
         return [v for v in value if not (isinstance(v, str) and not v.strip())]
@@ -173,6 +194,7 @@ class OfferFilters(BaseModel):
     checkpoint_minutes: Annotated[
         Annotated[float, Field(ge=MIN_CHECKPOINT_MINUTES, le=100_000)] | Literal[0] | None,
         BeforeValidator(_blank_or_zero),
+        WrapValidator(_one_checkpoint_error),
     ] = None
     max_hours: Annotated[
         Annotated[float, Field(gt=0, le=1_000_000)] | None, BeforeValidator(_blank_to_none)
