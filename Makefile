@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 HOST ?= $(or $(GPUFIT_HOST),127.0.0.1)
 PORT ?= $(or $(GPUFIT_PORT),8000)
-# pytest-xdist workers: the suite takes ~5.5 min on 2 cores with 2, ~9 min in one process.
+# pytest-xdist workers: on 2 cores the suite takes ~6-7 min with 2, ~9-11 min in one process.
 TEST_WORKERS ?= 2
 
 .PHONY: run test lint typecheck pytest bench install clean
