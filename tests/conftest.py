@@ -149,7 +149,8 @@ def client(app: FastAPI) -> Iterator[TestClient]:
 
 
 # The database right after the first real load of the bundled sample, per backend: later tests
-# get the same rows back by bulk insert (~10x faster than re-running the ingest pipeline).
+# get the same rows back by bulk insert (measured 0.16 s vs 1.1 s on SQLite, 0.5 s vs 0.9 s on
+# Postgres, for re-running the ingest pipeline).
 _sample_snapshots: dict[str, tuple[int, dict[str, list[dict[str, Any]]]]] = {}
 
 
