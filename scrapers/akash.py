@@ -13,12 +13,20 @@ import re
 from typing import ClassVar
 
 import httpx
-from pydantic import ConfigDict, ValidationError
+from pydantic import ConfigDict
 
 from app.gpus.normalize import normalize_gpu_name
 from app.records import Availability, OfferRecord
 from scrapers.base import FeedFormatError, ParseResult, RawPage
-from scrapers.http import FeedModel, HttpScraper, build_record, dedupe, get_text, load_json
+from scrapers.http import (
+    FeedModel,
+    HttpScraper,
+    build_record,
+    dedupe,
+    get_text,
+    load_json,
+    validated,
+)
 
 REGION = "any"
 LIMITED_BELOW = 4  # fewer free GPUs than this network-wide reads as limited stock
@@ -81,12 +89,7 @@ class AkashScraper(HttpScraper):
             models = data.get("models") if isinstance(data, dict) else None
             if not isinstance(models, list):
                 raise FeedFormatError(f"{page.url}: expected a models list")
-            for raw in models:
-                try:
-                    model = _Model.model_validate(raw)
-                except ValidationError as exc:
-                    result.warnings.append(f"skipped model: {exc.errors()[0]['msg']}")
-                    continue
+            for model in validated(_Model, models, "model", result.warnings):
                 record = self._record(model, result.warnings)
                 if record:
                     records.append(record)

@@ -17,11 +17,19 @@ from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 import httpx
-from pydantic import ConfigDict, ValidationError
+from pydantic import ConfigDict
 
 from app.gpus.normalize import normalize_gpu_name
 from scrapers.base import FeedFormatError, ParseResult, RawPage
-from scrapers.http import FeedModel, HttpScraper, build_record, dedupe, get_text, load_json
+from scrapers.http import (
+    FeedModel,
+    HttpScraper,
+    build_record,
+    dedupe,
+    get_text,
+    load_json,
+    validated,
+)
 
 GPU_FILTER = (
     "serviceName eq 'Virtual Machines' and priceType eq 'Consumption' "
@@ -142,12 +150,7 @@ class AzureScraper(HttpScraper):
         on_demand: dict[tuple[str, str], _Item] = {}
         spot: dict[tuple[str, str], _Item] = {}
         for page in pages:
-            for raw in _items(page):
-                try:
-                    item = _Item.model_validate(raw)
-                except ValidationError as exc:
-                    result.warnings.append(f"skipped malformed item: {exc.errors()[0]['msg']}")
-                    continue
+            for item in validated(_Item, _items(page), "malformed item", result.warnings):
                 end = _aware(item.effectiveEndDate)
                 if (
                     item.type != "Consumption"

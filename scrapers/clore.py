@@ -13,7 +13,7 @@ from collections import Counter
 from typing import Any, ClassVar
 
 import httpx
-from pydantic import ConfigDict, ValidationError
+from pydantic import ConfigDict
 
 from app.gpus.normalize import normalize_gpu_name
 from app.records import Availability, OfferRecord
@@ -26,6 +26,7 @@ from scrapers.http import (
     get_text,
     load_json,
     to_float,
+    validated,
 )
 
 
@@ -68,12 +69,7 @@ class CloreScraper(HttpScraper):
             servers = data.get("servers") if isinstance(data, dict) else None
             if not isinstance(servers, list):
                 raise FeedFormatError(f"{page.url}: expected a servers list")
-            for raw in servers:
-                try:
-                    server = _Server.model_validate(raw)
-                except ValidationError as exc:
-                    result.warnings.append(f"skipped server: {exc.errors()[0]['msg']}")
-                    continue
+            for server in validated(_Server, servers, "server", result.warnings):
                 record = self._record(server, result.warnings)
                 if record:
                     records.append(record)

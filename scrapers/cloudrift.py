@@ -11,12 +11,20 @@ from __future__ import annotations
 from typing import ClassVar
 
 import httpx
-from pydantic import ConfigDict, ValidationError
+from pydantic import ConfigDict
 
 from app.gpus.normalize import normalize_gpu_name
 from app.records import Availability, OfferRecord
 from scrapers.base import FeedFormatError, ParseResult, RawPage
-from scrapers.http import FeedModel, HttpScraper, build_record, dedupe, load_json, post_json_text
+from scrapers.http import (
+    FeedModel,
+    HttpScraper,
+    build_record,
+    dedupe,
+    load_json,
+    post_json_text,
+    validated,
+)
 
 API_VERSION = "2025-03-21"
 QUERY = {
@@ -72,12 +80,7 @@ class CloudriftScraper(HttpScraper):
             types = inner.get("instance_types") if isinstance(inner, dict) else None
             if not isinstance(types, list):
                 raise FeedFormatError(f"{page.url}: expected data.instance_types")
-            for raw in types:
-                try:
-                    it = _Type.model_validate(raw)
-                except ValidationError as exc:
-                    result.warnings.append(f"skipped instance type: {exc.errors()[0]['msg']}")
-                    continue
+            for it in validated(_Type, types, "instance type", result.warnings):
                 for variant in it.variants:
                     records.extend(self._records(it, variant, result.warnings))
         result.records = dedupe(records, result.warnings)

@@ -38,6 +38,7 @@ from app.records import OfferRecord
 from scrapers.base import FeedFormatError, Scraper
 
 T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
 
 USER_AGENT = "gpufit/0.1 (+https://github.com/gpufit)"
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
@@ -508,6 +509,16 @@ def load_json(text: str, url: str = "") -> Any:
     except (json.JSONDecodeError, RecursionError) as exc:
         where = f" from {redact_url(url)}" if url else ""
         raise FeedFormatError(f"response{where} is not valid JSON: {exc}") from exc
+
+
+def validated(model: type[M], items: Iterable[Any], what: str, warnings: list[str]) -> Iterator[M]:
+    """Each item as `model`; one that does not validate is skipped with a warning naming
+    `what`, so one bad item never costs the rest of the feed."""
+    for raw in items:
+        try:
+            yield model.model_validate(raw)
+        except ValidationError as exc:
+            warnings.append(f"skipped {what}: {exc.errors()[0]['msg']}")
 
 
 def build_record(warnings: list[str], what: str, **fields: Any) -> OfferRecord | None:

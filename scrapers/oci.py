@@ -19,12 +19,20 @@ from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 import httpx
-from pydantic import ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field
 
 from app.gpus.normalize import normalize_gpu_name
 from app.records import OfferRecord
 from scrapers.base import FeedFormatError, ParseResult, RawPage
-from scrapers.http import FeedModel, HttpScraper, build_record, dedupe, get_text, load_json
+from scrapers.http import (
+    FeedModel,
+    HttpScraper,
+    build_record,
+    dedupe,
+    get_text,
+    load_json,
+    validated,
+)
 
 REGION = "global"
 PREEMPTIBLE_DISCOUNT = 0.5
@@ -168,12 +176,7 @@ class OciScraper(HttpScraper):
         if not prices or not shapes:
             raise FeedFormatError("need both the shapes file and the price list")
         records = []
-        for raw in shapes:
-            try:
-                shape = _Shape.model_validate(raw)
-            except ValidationError as exc:
-                result.warnings.append(f"skipped shape: {exc.errors()[0]['msg']}")
-                continue
+        for shape in validated(_Shape, shapes, "shape", result.warnings):
             if shape.sub_type.value != "gpu" or shape.hidden or shape.status != "ACTIVE":
                 continue
             record = self._record(shape, prices, result.warnings)

@@ -15,12 +15,20 @@ from __future__ import annotations
 from typing import ClassVar
 
 import httpx
-from pydantic import ConfigDict, ValidationError
+from pydantic import ConfigDict
 
 from app.gpus.normalize import normalize_gpu_name
 from app.records import Availability, OfferRecord
 from scrapers.base import FeedFormatError, ParseResult, RawPage
-from scrapers.http import FeedModel, HttpScraper, build_record, dedupe, load_json, post_json_text
+from scrapers.http import (
+    FeedModel,
+    HttpScraper,
+    build_record,
+    dedupe,
+    load_json,
+    post_json_text,
+    validated,
+)
 
 _LOWEST = (
     "{ stockStatus maxUnreservedGpuCount availableGpuCounts minimumBidPrice uninterruptablePrice }"
@@ -133,12 +141,7 @@ class RunpodScraper(HttpScraper):
             types = data.get("data", {}).get("gpuTypes") if isinstance(data, dict) else None
             if not isinstance(types, list):
                 raise FeedFormatError(f"{page.url}: expected data.gpuTypes to be a list")
-            for raw in types:
-                try:
-                    gpu = _GpuType.model_validate(raw)
-                except ValidationError as exc:
-                    result.warnings.append(f"skipped GPU type: {exc.errors()[0]['msg']}")
-                    continue
+            for gpu in validated(_GpuType, types, "GPU type", result.warnings):
                 records.extend(self._records(gpu, result.warnings))
         result.records = dedupe(records, result.warnings)
         return result

@@ -19,7 +19,15 @@ from pydantic import ConfigDict, ValidationError
 from app.gpus.normalize import normalize_gpu_name
 from app.records import Availability, OfferRecord
 from scrapers.base import FeedFormatError, MissingApiKey, ParseResult, RawPage
-from scrapers.http import FeedModel, HttpScraper, build_record, dedupe, get_text, load_json
+from scrapers.http import (
+    FeedModel,
+    HttpScraper,
+    build_record,
+    dedupe,
+    get_text,
+    load_json,
+    validated,
+)
 
 COUNTS = (1, 2, 4, 8)
 HOST_PER_GPU = {"vcpus": 4.0, "ram_gb": 16.0, "storage_gb": 100.0}
@@ -129,24 +137,13 @@ class TensordockScraper(HttpScraper):
             locations = inner.get("locations") if isinstance(inner, dict) else None
             if not isinstance(locations, list):
                 raise FeedFormatError(f"{page.url}: expected data.locations to be a list")
-            for raw in locations:
-                try:
-                    location = _Location.model_validate(raw)
-                except ValidationError as exc:
-                    result.warnings.append(f"skipped location: {exc.errors()[0]['msg']}")
-                    continue
+            for location in validated(_Location, locations, "location", result.warnings):
                 region = ", ".join(
                     p for p in (location.city, location.stateprovince, location.country) if p
                 )
-                for raw_gpu in location.gpus:
-                    try:
-                        gpu = _Gpu.model_validate(raw_gpu)
-                    except ValidationError as exc:
-                        result.warnings.append(
-                            f"skipped GPU in {region or location.id}: {exc.errors()[0]['msg']}"
-                        )
-                        continue
-                    records.extend(self._records(gpu, region or location.id, result.warnings))
+                where = region or location.id
+                for gpu in validated(_Gpu, location.gpus, f"GPU in {where}", result.warnings):
+                    records.extend(self._records(gpu, where, result.warnings))
         result.records = dedupe(records, result.warnings)
         return result
 

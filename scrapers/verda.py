@@ -15,7 +15,7 @@ from functools import partial
 from typing import Any, ClassVar
 
 import httpx
-from pydantic import ConfigDict, ValidationError
+from pydantic import ConfigDict
 
 from app.gpus.normalize import normalize_gpu_name
 from app.records import Availability, Interconnect, OfferRecord
@@ -31,6 +31,7 @@ from scrapers.http import (
     load_json,
     post_json_text,
     to_float,
+    validated,
 )
 
 NVLINK_MIN_GBPS = 100.0  # GB/s; PCIe 5.0 x16 tops out near 64
@@ -140,19 +141,10 @@ class VerdaScraper(HttpScraper):
                 raise FeedFormatError(f"{page.url}: expected a JSON list")
             if "instance-availability" in page.url:
                 target = spot if "is_spot=true" in page.url else on_demand
-                for raw in data:
-                    try:
-                        avail = _Availability.model_validate(raw)
-                    except ValidationError as exc:
-                        result.warnings.append(f"skipped availability: {exc.errors()[0]['msg']}")
-                        continue
+                for avail in validated(_Availability, data, "availability", result.warnings):
                     target.setdefault(avail.location_code, set()).update(avail.availabilities)
                 continue
-            for raw in data:
-                try:
-                    types.append(_Type.model_validate(raw))
-                except ValidationError as exc:
-                    result.warnings.append(f"skipped instance type: {exc.errors()[0]['msg']}")
+            types += validated(_Type, data, "instance type", result.warnings)
         locations = sorted(on_demand.keys() | spot.keys())
         records: list[OfferRecord] = []
         for it in types:

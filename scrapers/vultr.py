@@ -14,12 +14,20 @@ from typing import Any, ClassVar
 from urllib.parse import urlencode
 
 import httpx
-from pydantic import ConfigDict, ValidationError
+from pydantic import ConfigDict
 
 from app.gpus.normalize import normalize_gpu_name
 from app.records import OfferRecord
 from scrapers.base import FeedFormatError, ParseResult, RawPage
-from scrapers.http import FeedModel, HttpScraper, build_record, dedupe, get_text, load_json
+from scrapers.http import (
+    FeedModel,
+    HttpScraper,
+    build_record,
+    dedupe,
+    get_text,
+    load_json,
+    validated,
+)
 
 MAX_PAGES = 20
 # One GPU's memory (GB) per Vultr gpu_type, from the Vultr Cloud GPU docs.
@@ -85,12 +93,7 @@ class VultrScraper(HttpScraper):
                 plans, metal = data["plans_metal"], True
             if plans is None:
                 raise FeedFormatError(f"{page.url}: expected plans or plans_metal")
-            for raw in plans:
-                try:
-                    plan = _Plan.model_validate(raw)
-                except ValidationError as exc:
-                    result.warnings.append(f"skipped plan: {exc.errors()[0]['msg']}")
-                    continue
+            for plan in validated(_Plan, plans, "plan", result.warnings):
                 gpu = self._metal_gpu(plan) if metal else self._cloud_gpu(plan, result.warnings)
                 if gpu is None:
                     continue
