@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 from collections.abc import AsyncIterator
@@ -31,6 +32,8 @@ from app.web import pages, warm
 log = logging.getLogger("gpufit")
 
 ROOT = Path(__file__).resolve().parent.parent
+# Shutdown waits this long for a background thread to finish the view it is building.
+SHUTDOWN_WAIT_S = 60.0
 STATIC_DIR = ROOT / "static"
 
 # Each feature lives in its own module with a `router`.
@@ -42,6 +45,14 @@ ROUTERS: tuple[APIRouter, ...] = (
     pages.router,
     metrics.router,
 )
+
+
+def _join_background(warming: threading.Thread | None, refresher: SavedQueryRefresher) -> None:
+    if warming is not None:
+        warming.join(timeout=SHUTDOWN_WAIT_S)
+        if warming.is_alive():
+            log.warning("start-up warm still running at shutdown")
+    refresher.join(timeout=SHUTDOWN_WAIT_S)
 
 
 def create_app(settings: Settings | None = None, *, scheduler: bool | None = None) -> FastAPI:
@@ -57,6 +68,7 @@ def create_app(settings: Settings | None = None, *, scheduler: bool | None = Non
         warming = None
         if settings.warm_on_start:
             warming = warm.warm_in_background(app.state.session_factory, settings, stop_warming)
+        app.state.start_up_warm = warming
         if run_scheduler:
             from app.pipeline.scheduler import start_scheduler
 
@@ -68,10 +80,12 @@ def create_app(settings: Settings | None = None, *, scheduler: bool | None = Non
         finally:
             if sched is not None:
                 await sched.stop()
+            # Both threads stop between two views; waiting for them means no query of this
+            # app's is still running once shutdown returns (a new app, or a test's reset of the
+            # tables, would otherwise race it).
             stop_warming.set()
-            if warming is not None:
-                warming.join(timeout=10)
             app.state.saved_refresher.stop()
+            await asyncio.to_thread(_join_background, warming, app.state.saved_refresher)
             engine.dispose()
 
     app = FastAPI(

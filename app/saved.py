@@ -618,11 +618,20 @@ class SavedQueryRefresher:
         with self._lock:
             return self._idle.wait_for(lambda: not self._pending, timeout=timeout)
 
-    def stop(self, timeout: float = 5.0) -> None:
+    def stop(self) -> None:
+        """Take no more views; the thread ends after the one it is refreshing (see join)."""
         self._stop.set()
-        thread = self._thread
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for the thread to end after stop(); False if it is still running."""
+        with self._lock:
+            thread = self._thread
         if thread is not None:
             thread.join(timeout=timeout)
+            if thread.is_alive():
+                log.warning("saved-query refresher still running at shutdown")
+                return False
+        return True
 
 
 __all__ = [

@@ -7,6 +7,7 @@ every database test on Postgres as well as SQLite.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -102,8 +103,30 @@ def engine(database_url: str) -> Iterator[Engine]:
     eng.dispose()
 
 
+_BUSY_ELSEWHERE = text(
+    "SELECT state, left(query, 200) FROM pg_stat_activity WHERE datname = current_database() "
+    "AND pid <> pg_backend_pid() AND backend_type = 'client backend' "
+    "AND state IN ('active', 'idle in transaction')"
+)
+
+
+def _assert_nothing_running(engine: Engine) -> None:
+    """A query still running from the previous test (a thread it left behind) would deadlock
+    with TRUNCATE; give it a moment, then fail naming it instead."""
+    deadline = time.monotonic() + 5
+    while True:
+        with engine.connect() as conn:
+            busy = conn.execute(_BUSY_ELSEWHERE).all()
+        if not busy or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert not busy, f"a previous test left queries running: {busy}"
+
+
 def _clear(engine: Engine) -> None:
     tables = list(reversed(Base.metadata.sorted_tables))
+    if engine.dialect.name == "postgresql":
+        _assert_nothing_running(engine)
     with engine.begin() as conn:
         if engine.dialect.name == "postgresql":
             names = ", ".join(t.name for t in tables)
@@ -133,7 +156,11 @@ def session(session_factory: sessionmaker[Session]) -> Iterator[Session]:
 
 @pytest.fixture
 def settings(database_url: str) -> Settings:
-    return Settings(database_url=database_url, scheduler_enabled=False, _env_file=None)
+    # No start-up warm: a thread racing the test's own requests would make what a test measures
+    # (cold vs cached) depend on timing. tests/test_warm.py turns it on where it is the subject.
+    return Settings(
+        database_url=database_url, scheduler_enabled=False, warm_on_start=False, _env_file=None
+    )
 
 
 @pytest.fixture

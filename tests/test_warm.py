@@ -4,10 +4,13 @@ process's first request after a scrape (or a restart) recomputes them."""
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 from fastapi.testclient import TestClient
@@ -21,7 +24,7 @@ from app.queries import OfferFilters, facets
 from app.queries.rows import OfferRow
 from app.queries.shapes import Shape
 from app.store import data_cache
-from app.store.models import AggregateCache, Offer, WarmView
+from app.store.models import AggregateCache, Offer, WarmView, utcnow
 from app.web import warm
 from app.web.warm import hot_views, warm_after_ingest, warm_data_version, warm_views
 from scrapers.registry import get_scraper_class
@@ -137,7 +140,7 @@ def test_start_up_warms_the_current_version_in_the_background(
 ) -> None:
     app = create_app(settings.model_copy(update={"warm_on_start": True}), scheduler=False)
     with TestClient(app):
-        pass  # the lifespan joins the warming thread on shutdown
+        app.state.start_up_warm.join(timeout=60)  # shutdown would stop it between views
     with session_factory() as session:
         version = data_cache.data_version(session)
         cached = session.scalar(
@@ -150,6 +153,40 @@ def test_start_up_warms_the_current_version_in_the_background(
         with statements(session.get_bind().engine) as sent:
             facets(session, filters=OfferFilters())
         assert aggregates(sent) == []
+
+
+def test_shutdown_stops_the_start_up_warm_between_views(
+    settings: Settings,
+    session_factory: sessionmaker[Session],
+    sample_loaded: int,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Shutdown returns with no warming query still running (it would race whatever uses the
+    database next) and without building the views left."""
+    with session_factory.begin() as session:
+        session.add(WarmView(key="k", query="/?gpu=h100-sxm", last_used_at=utcnow()))
+    building = threading.Event()
+    built: list[str] = []
+
+    real_view = warm.index_context
+
+    def slow_view(session: Session, settings: Settings, **kwargs: Any) -> Any:
+        built.append(urlencode(kwargs["args"]))
+        context = real_view(session, settings, **kwargs)
+        building.set()
+        time.sleep(0.5)
+        return context
+
+    monkeypatch.setattr(warm, "index_context", slow_view)
+    app = create_app(settings.model_copy(update={"warm_on_start": True}), scheduler=False)
+    with TestClient(app):
+        assert building.wait(timeout=30)
+    assert not app.state.start_up_warm.is_alive()
+    assert built == [""]  # the default view only; "/?gpu=h100-sxm" was never started
+    with session_factory() as session:  # rolled back: nothing half-warmed is kept
+        version = data_cache.data_version(session)
+        kept = select(func.count()).select_from(AggregateCache)
+        assert session.scalar(kept.where(AggregateCache.version == version)) == 0
 
 
 def test_views_people_open_are_noted_once_and_warmed(

@@ -111,6 +111,10 @@ def hot_views(session: Session, *, limit: int, now: datetime | None = None) -> l
     return [DEFAULT_VIEW, *(q for q in recent if q != DEFAULT_VIEW)]
 
 
+class WarmingStopped(Exception):
+    """Warming was asked to stop (the process is shutting down); its transaction rolls back."""
+
+
 @dataclass(frozen=True)
 class WarmReport:
     views: int  # built
@@ -119,12 +123,19 @@ class WarmReport:
     version: str | None
 
 
-def warm_views(session: Session, settings: Settings, views: list[str]) -> tuple[int, int]:
+def warm_views(
+    session: Session,
+    settings: Settings,
+    views: list[str],
+    stop: threading.Event | None = None,
+) -> tuple[int, int]:
     """Build each view as its page would (a table's rows, counts, facets, regions and ranking
     shapes; a GPU page's offers and chart), which leaves every aggregate it reads cached;
-    returns (built, failed)."""
+    returns (built, failed). Raises WarmingStopped between two views once `stop` is set."""
     built = failed = 0
     for view in views:
+        if stop is not None and stop.is_set():
+            raise WarmingStopped
         if view.startswith(GPU_PAGE):
             gpu_page_data(session, view.removeprefix(GPU_PAGE))
             built += 1
@@ -142,7 +153,9 @@ def warm_views(session: Session, settings: Settings, views: list[str]) -> tuple[
     return built, failed
 
 
-def warm_data_version(session: Session, settings: Settings) -> WarmReport:
+def warm_data_version(
+    session: Session, settings: Settings, stop: threading.Event | None = None
+) -> WarmReport:
     """Warm the default and the hot views through `session`, writing what they compute to the
     shared cache under the data version `session` sees; drop older versions' rows and views
     nobody opened lately. The caller commits (the ingest's transaction, or its own)."""
@@ -152,7 +165,7 @@ def warm_data_version(session: Session, settings: Settings) -> WarmReport:
         return WarmReport(0, 0, 0.0, None)
     views = hot_views(session, limit=settings.warm_views)
     with data_cache.writing_shared(session):
-        built, failed = warm_views(session, settings, views)
+        built, failed = warm_views(session, settings, views, stop)
     data_cache.prune_shared(session, keep_version=version)
     session.execute(delete(WarmView).where(WarmView.last_used_at < utcnow() - VIEW_TTL))
     report = WarmReport(built, failed, time.perf_counter() - started, version)
@@ -175,14 +188,15 @@ def warm_after_ingest(settings: Settings) -> Callable[[Session], None]:
 def warm_in_background(
     session_factory: sessionmaker[Session], settings: Settings, stop: threading.Event
 ) -> threading.Thread:
-    """Start warming the current data version in a daemon thread (a process starting up)."""
+    """Start warming the current data version in a daemon thread (a process starting up); it
+    stops between two views once `stop` is set, so shutdown waits for one view at most."""
 
     def run() -> None:
-        if stop.is_set():
-            return
         try:
             with session_factory.begin() as session:
-                warm_data_version(session, settings)
+                warm_data_version(session, settings, stop)
+        except WarmingStopped:
+            log.info("start-up warm stopped by shutdown")
         except Exception:  # noqa: BLE001 - a cold cache is slower, never wrong
             log.exception("start-up warm failed")
 
