@@ -1,9 +1,11 @@
 """ASGI entry point for uvicorn (`app.asgi:app`).
 
 Each uvicorn worker process imports this module, so logging is set up here: JSON lines, secrets
-redacted, in every worker (the `gpufit serve` parent configures only itself).
+redacted, in every worker (the `gpufit serve` parent configures only itself), and so is the
+garbage collector (app.core.gc_tuning).
 """
 
+from app.core.gc_tuning import tune_for_server
 from app.core.logging_setup import configure_logging
 from app.core.settings import get_settings
 from app.main import create_app
@@ -11,3 +13,4 @@ from app.main import create_app
 _settings = get_settings()
 configure_logging(_settings.log_level, _settings)
 app = create_app(_settings)
+tune_for_server()  # after imports: what they built is frozen out of every later collection

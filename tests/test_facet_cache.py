@@ -43,6 +43,10 @@ def test_facets_are_reused_until_the_next_ingest(
         event.listen(engine, "before_cursor_execute", count)
         try:
             assert gpu_counts(session) == first
+            assert statements == []  # the token was read once in this transaction
+            session.commit()
+            assert gpu_counts(session) == first
         finally:
             event.remove(engine, "before_cursor_execute", count)
+    # A new transaction reads the token again, and only the token.
     assert len(statements) == 1 and "data_version" in statements[0]

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
 
+import orjson
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, event, func, select
@@ -72,7 +73,31 @@ def test_shared_values_survive_the_json_round_trip() -> None:
                       None, 2.5, "USD", "second", "in_stock", 3, when, when, True, 989.0, 989.0,
                       "HBM3", 900.0]))  # fmt: skip
     for value in ([shape], [row], {"a": 1, "b": (1.5, float("inf"))}, 7):
-        assert data_cache._decode(data_cache._encode(value)) == value
+        text = orjson.dumps(data_cache.encode_data(value))
+        assert data_cache.decode_data(orjson.loads(text)) == value
+
+
+@pytest.mark.parametrize("vram", [79.6, float("inf")])
+def test_plan_shapes_survive_their_column_layout(vram: float) -> None:
+    """The machine shapes' own layout (columns) gives back equal shapes and advisor bands; a
+    non-finite number, which JSON cannot hold, falls back to the tagged layout."""
+    from app.fit import OfferFacts
+    from app.queries.shapes import _decode_shapes, _encode_shapes
+
+    shapes = [
+        Shape(
+            ("h100-sxm", 8.0, vram, "nvswitch", "infiniband", 3200.0, "second", False,
+             "in_stock", "nebius", 2, "-"),
+            OfferFacts(gpu_count=8, vram_gib_per_gpu=vram, bf16_tflops=989.0, fp16_tflops=None,
+                       memory_type="HBM3", spot=True, provider="nebius", listings_available=2),
+            3, (20.0, None), (31.5, None), 3,
+        ),
+        Shape(("a100-80gb", 1.0), OfferFacts(1, 80.0, 312.0, 312.0, "HBM2e"), 1, (None, 1.2)),
+    ]  # fmt: skip
+    bands = {("aws", "us-east-1", "p5.48xlarge"): "<5%"}
+    text = orjson.dumps(_encode_shapes((shapes, bands)))
+    assert _decode_shapes(orjson.loads(text)) == (shapes, bands)
+    assert _decode_shapes(orjson.loads(orjson.dumps(_encode_shapes(([], {}))))) == ([], {})
 
 
 def test_scrape_warms_the_new_version_before_its_commit(
@@ -213,3 +238,35 @@ def test_warm_skips_views_made_invalid(
     with session_factory() as session:
         built, failed = warm_views(session, settings, ["/?min_vram=lots", "/?model=llama-3.1-8b"])
     assert (built, failed) == (1, 1)
+
+
+def test_the_data_version_is_read_once_a_transaction_and_follows_bumps(
+    engine: Engine, session_factory: sessionmaker[Session]
+) -> None:
+    """A ranked page asks for the token half a dozen times: one read per transaction; a bump in
+    the transaction, or another's commit seen by the next transaction, is never missed."""
+    reads: list[str] = []
+
+    def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if statement.lstrip().startswith("SELECT data_version.token"):
+            reads.append(statement)
+
+    with session_factory.begin() as writer:
+        data_cache.bump_data_version(writer)
+    event.listen(engine, "before_cursor_execute", count)
+    try:
+        with session_factory() as session:
+            first = data_cache.data_version(session)
+            assert data_cache.data_version(session) == first and len(reads) == 1
+            data_cache.bump_data_version(session)  # in this transaction
+            bumped = data_cache.data_version(session)
+            assert bumped not in (None, first)
+            session.rollback()
+            assert data_cache.data_version(session) == first and len(reads) == 2
+            with session_factory.begin() as other:
+                data_cache.bump_data_version(other)
+            session.commit()  # ends the transaction: the next one reads the other's token
+            latest = data_cache.data_version(session)
+            assert latest not in (first, bumped) and len(reads) == 3
+    finally:
+        event.remove(engine, "before_cursor_execute", count)
