@@ -28,6 +28,7 @@ from app.core.settings import Settings, get_settings
 from app.saved import OWNER_COOKIE, SavedQueryRefresher
 from app.store.db import make_engine, make_session_factory
 from app.web import pages, warm
+from app.web.page_cache import PageCache
 
 log = logging.getLogger("gpufit")
 
@@ -98,6 +99,7 @@ def create_app(settings: Settings | None = None, *, scheduler: bool | None = Non
     app.state.settings = settings
     app.state.engine = engine
     app.state.session_factory = make_session_factory(engine)
+    app.state.page_cache = PageCache()
     app.state.saved_refresher = SavedQueryRefresher(app.state.session_factory)
     install_error_handlers(app)
     # Compresses HTML, JSON, CSV and streamed exports alike (pages shrink ~6x); level 3 packs

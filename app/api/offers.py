@@ -27,6 +27,7 @@ from app.queries import (
 )
 from app.queries.listings import GROUP_LISTING, group_offers, grouping_applies, region_dict
 from app.store.models import utcnow
+from app.web.page_cache import Page, PageCache
 from app.web.urls import alternate_links
 from app.web.warm import note_request
 
@@ -50,6 +51,7 @@ def _link_query(request: Request) -> str:
 def list_offers(
     request: Request,
     session: SessionDep,
+    settings: SettingsDep,
     filters: FiltersDep,
     workload: WorkloadQuery,
     group: GroupParam = None,
@@ -59,8 +61,26 @@ def list_offers(
     With group=listing, the page's offers of one listing (provider, instance type, market, GPU
     and count) become one entry with `regions`, cheapest first; total and paging stay per offer.
     """
-    page = search_offers(session, filters=filters, workload=workload)
+
+    def build() -> Page:
+        body = _offers_json(request, session, filters, workload, group)
+        return Page(body, "application/json", tuple(alternate_links(request).items()))
+
+    cache: PageCache = request.app.state.page_cache
+    stored = cache.fetch(request, session, settings, build)
     note_request(request)
+    return Response(stored.body, media_type=stored.media_type, headers=dict(stored.headers))
+
+
+def _offers_json(
+    request: Request,
+    session: Session,
+    filters: OfferFilters,
+    workload: Workload | None,
+    group: str | None,
+) -> bytes:
+    """The body of /api/offers."""
+    page = search_offers(session, filters=filters, workload=workload)
     link = _link_query(request) if workload is not None else ""
     grouped = group == GROUP_LISTING and grouping_applies(filters)
     if grouped:
@@ -102,7 +122,7 @@ def list_offers(
             {"topic": topic, "text": text} for topic, text in page_assumptions(page, workload)
         ]
         body["suggestions"] = [s.as_dict() for s in page.suggestions]
-    return JSONResponse(body, headers=alternate_links(request))
+    return bytes(JSONResponse(body).body)
 
 
 @router.get("/export/offers.csv", tags=["offers"])

@@ -77,6 +77,11 @@ class Settings(BaseSettings):
     warm_views: int = Field(default=8, ge=0, le=200)
     # Warm the current data version's views in the background when the app starts.
     warm_on_start: bool = True
+    # The table views (/ and /api/offers) are kept rendered this long within one data version,
+    # per process (app.web.page_cache); 0 turns it off. It bounds how late what changes without
+    # an ingest shows: "last seen ... ago", a feed turning stale in the banner.
+    page_cache_seconds: float = Field(default=30, ge=0, le=3600)
+    page_cache_mb: int = Field(default=32, ge=1, le=4096)
     # The most rows one streamed export (/export/offers.csv, .jsonl) may hold.
     export_max_rows: int = Field(default=1_000_000, ge=1)
 

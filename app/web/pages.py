@@ -57,6 +57,7 @@ from app.saved import (
 from app.store.models import SavedQuery, SavedSearch, utcnow
 from app.web import urls, warm
 from app.web.charts import Series, availability_bands, availability_chart, time_chart
+from app.web.page_cache import TOKEN_PLACEHOLDER, Page, PageCache
 from app.web.templating import templates
 from app.web.views import GpuPageData, gpu_page_data, gpu_spec, index_context
 from app.web.workload import WorkloadDep
@@ -90,17 +91,31 @@ def _render(
     headers: dict[str, str] | None = None,
 ) -> HTMLResponse:
     """Render a page; give the browser an owner token first if it has none (forms need it)."""
+    return _html(request, _render_body(request, template, context), status=status, headers=headers)
+
+
+def _render_body(request: Request, template: str, context: dict[str, Any]) -> bytes:
+    """A page's HTML with the form token left as a placeholder (the same for every visitor)."""
+    context = {"request": request, "csrf": TOKEN_PLACEHOLDER, "path": request.url.path, **context}
+    return templates.get_template(template).render(context).encode()
+
+
+_PLACEHOLDER = TOKEN_PLACEHOLDER.encode()
+
+
+def _html(
+    request: Request, body: bytes, *, status: int = 200, headers: dict[str, str] | None = None
+) -> HTMLResponse:
+    """The response for a rendered body: this browser's form token in place of the
+    placeholder, and an owner cookie first if it has none."""
     owner = _owner(request)
     fresh = owner is None
     if owner is None:
         owner = new_token()
-    context = {"request": request, "csrf": csrf_token(owner), "path": request.url.path, **context}
-    response = templates.TemplateResponse(
-        request, template, context, status_code=status, headers=headers
-    )
+    body = body.replace(_PLACEHOLDER, csrf_token(owner).encode())
+    response = HTMLResponse(body, status_code=status, headers=headers)
     if fresh:
         _set_owner_cookie(request, response, owner)
-    assert isinstance(response, HTMLResponse)
     return response
 
 
@@ -156,9 +171,16 @@ def index(
     if len(args) != len(raw):
         # Blank form fields mean "no filter": redirect to the canonical, bookmarkable URL.
         return RedirectResponse(urls.url("/", args), status_code=302)
-    context = index_context(session, settings, args=args, filters=filters, workload=workload)
+
+    def build() -> Page:
+        context = index_context(session, settings, args=args, filters=filters, workload=workload)
+        body = _render_body(request, "index.html", context)
+        return Page(body, "text/html; charset=utf-8", tuple(urls.alternate_links(request).items()))
+
+    cache: PageCache = request.app.state.page_cache
+    page = cache.fetch(request, session, settings, build)
     warm.note_request(request)
-    return _render(request, "index.html", context, headers=urls.alternate_links(request))
+    return _html(request, page.body, headers=dict(page.headers))
 
 
 # ---------------------------------------------------------------------------------------------
