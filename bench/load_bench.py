@@ -27,7 +27,7 @@ from app.store.db import make_engine
 from app.store.models import ScrapeRun, utcnow
 from bench.dbs import OUT, BenchDb, scrape_landing
 from bench.feeds import moving_feed
-from bench.query_bench import filter_sets, serve
+from bench.query_bench import NO_PAGE_CACHE, filter_sets, serve
 
 MAX_DURATION_S = 60
 
@@ -67,6 +67,7 @@ class LoadResult:
     checked_ok: bool  # every path answered 200 before the run
     missing: list[str]  # paths left out: 404 (not in the tree)
     bumps: int = 0  # data-version bumps during the run (scrapes landing)
+    page_cache: bool = True  # the rendered-view micro-cache on (the default), or off
     scrapes_failed: int = 0  # scheduled scrape runs not ok (real scrapes only)
     failure_kinds: dict[str, int] | None = None  # bench.loadgen only: what the failures were
 
@@ -144,13 +145,15 @@ def run_load_bench(
     connections: int = 8,
     paths: list[str] | None = None,
     bump_every_s: float | None = None,
+    page_cache: bool = True,
 ) -> LoadResult:
     """Closed-loop load over `paths`; with `bump_every_s`, cached aggregates are invalidated
     that often during the run (the app recomputes them on the next request)."""
     duration = min(duration, MAX_DURATION_S)
     paths = paths or load_paths()
     tool = "wrk" if shutil.which("wrk") else "bench.loadgen"
-    with serve(db, workers=2, log_name="load-server") as base:
+    env = None if page_cache else NO_PAGE_CACHE
+    with serve(db, workers=2, log_name="load-server", env=env) as base:
         assert base.startswith("http://127.0.0.1:")
         with httpx.Client(base_url=base, timeout=60) as client:
             statuses = {p: client.get(p).status_code for p in paths}
@@ -176,6 +179,7 @@ def run_load_bench(
         checked_ok=checked,
         missing=missing,
         bumps=bumps[0],
+        page_cache=page_cache,
     )
 
 
@@ -211,6 +215,7 @@ def run_scrape_load_bench(
     scrape_every_s: float = 10.0,
     feed_offers: int = 2000,
     paths: list[str] | None = None,
+    page_cache: bool = True,
 ) -> LoadResult:
     """Closed-loop load while the web workers' own scheduler scrapes a moving feed of
     `feed_offers` offers every `scrape_every_s` (each scrape reprices every offer)."""
@@ -225,7 +230,10 @@ def run_scrape_load_bench(
             "GPUFIT_INTERVAL_JITTER_SECONDS": "0",
             "GPUFIT_FIRST_RUN_SPREAD_SECONDS": "0",
         }
-        server = serve(db, workers=2, log_name="scrape-load-server", scheduler_env=scheduler_env)
+        env = None if page_cache else NO_PAGE_CACHE
+        server = serve(
+            db, workers=2, log_name="scrape-load-server", scheduler_env=scheduler_env, env=env
+        )
         with server as base:
             assert base.startswith("http://127.0.0.1:")
             with httpx.Client(base_url=base, timeout=60) as client:
@@ -255,6 +263,7 @@ def run_scrape_load_bench(
         missing=missing,
         bumps=landed,
         scrapes_failed=failed,
+        page_cache=page_cache,
         failure_kinds=raw.get("failure_kinds"),
     )
 

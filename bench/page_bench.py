@@ -20,7 +20,7 @@ import httpx
 from app.saved import OWNER_COOKIE, create_saved_search, new_token
 from app.store.db import make_engine, make_session_factory, session_scope
 from bench.dbs import BenchDb, scrape_landing
-from bench.query_bench import Timing, cold_timings, serve_process, time_http
+from bench.query_bench import NO_PAGE_CACHE, Timing, cold_timings, serve_process, time_http
 
 TARGET_PAGE_MS = 150.0
 TARGET_API_MS = 50.0
@@ -168,7 +168,10 @@ def run_page_bench(
 ) -> PageBench:
     owner, share = _save_searches(db)
     with (
-        serve_process(db, workers=1, log_name=f"pages-{db.name}") as (base, pid),
+        serve_process(db, workers=1, log_name=f"pages-{db.name}", env=NO_PAGE_CACHE) as (
+            base,
+            pid,
+        ),
         scrape_landing(db) as land,
         httpx.Client(base_url=base, timeout=120, cookies={OWNER_COOKIE: owner}) as client,
     ):

@@ -33,6 +33,10 @@ from bench.loadgen import percentile
 ROOT = Path(__file__).resolve().parent.parent
 GPUFIT = Path(sys.executable).parent / "gpufit"
 PAGE_SIZE = 50  # rows the raw query returns (the API's default page)
+# Latency cells time building a view, which every view's first visitor in a data version (and
+# every visitor after GPUFIT_PAGE_CACHE_SECONDS) waits for: repeated requests would otherwise
+# time the micro-cache (app.web.page_cache). The load mixes run with it, as deployed.
+NO_PAGE_CACHE = {"GPUFIT_PAGE_CACHE_SECONDS": "0"}
 
 
 @dataclass(frozen=True)
@@ -185,12 +189,17 @@ def serve(
     log_name: str = "server",
     *,
     scheduler_env: dict[str, str] | None = None,
+    env: dict[str, str] | None = None,
 ) -> Iterator[str]:
     """`gpufit serve --no-scheduler` on a free loopback port; yields its base URL.
 
-    With `scheduler_env` (GPUFIT_* settings for the scrapes), the scheduler runs in the workers.
+    With `scheduler_env` (GPUFIT_* settings for the scrapes), the scheduler runs in the workers;
+    `env` adds other GPUFIT_* settings.
     """
-    with serve_process(db, workers, log_name, scheduler_env=scheduler_env) as (base, _pid):
+    with serve_process(db, workers, log_name, scheduler_env=scheduler_env, env=env) as (
+        base,
+        _pid,
+    ):
         yield base
 
 
@@ -201,6 +210,7 @@ def serve_process(
     log_name: str = "server",
     *,
     scheduler_env: dict[str, str] | None = None,
+    env: dict[str, str] | None = None,
 ) -> Iterator[tuple[str, int]]:
     """`serve`, yielding the base URL and the server's pid (with 1 worker, the process that
     serves the requests)."""
@@ -214,6 +224,7 @@ def serve_process(
         # importlib.resources.files("app") fails); the source tree on sys.path wins over it.
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
         **(scheduler_env or {}),
+        **(env or {}),
     }
     OUT.mkdir(parents=True, exist_ok=True)
     log = (OUT / f"{log_name}.log").open("w")
@@ -416,7 +427,7 @@ def run_query_bench(db: BenchDb, repeat: int, cold_samples: int = COLD_SAMPLES) 
     conn = RawConnection(db)
     note = None
     with (
-        serve(db, workers=1, log_name=f"query-{db.name}") as base,
+        serve(db, workers=1, log_name=f"query-{db.name}", env=NO_PAGE_CACHE) as base,
         scrape_landing(db) as land,
         httpx.Client(base_url=base, timeout=120) as client,
     ):

@@ -237,13 +237,20 @@ def _load_test_section(report: Report, results: list[ConcurrencyResult], size: i
         "",
     )
     report.table(
-        ["mix", "requests", "failed", "requests/s", "p50 ms", "p95 ms", "p99 ms",
+        ["mix", "page cache", "requests", "failed", "requests/s", "p50 ms", "p95 ms", "p99 ms",
          "all paths 200 first", "data-version bumps (scrapes landed)"],
-        [[r.mix, f"{r.requests:,}", f"{r.failures}", f"{r.rps:.1f}", f"{r.p50_ms:.1f}",
-          f"{r.p95_ms:.1f}", f"{r.p99_ms:.1f}", "yes" if r.checked_ok else "**no**",
-          f"{r.bumps}"]
+        [[r.mix, "on" if r.page_cache else "off", f"{r.requests:,}", f"{r.failures}",
+          f"{r.rps:.1f}", f"{r.p50_ms:.1f}", f"{r.p95_ms:.1f}", f"{r.p99_ms:.1f}",
+          "yes" if r.checked_ok else "**no**", f"{r.bumps}"]
          for r in results],
     )  # fmt: skip
+    report.add(
+        "Page cache: app.web.page_cache keeps each rendered view of `/` and `/api/offers` for "
+        "GPUFIT_PAGE_CACHE_SECONDS (30 s) within one data version (on, as deployed); off, every "
+        "request builds its view (GPUFIT_PAGE_CACHE_SECONDS=0). The latency tables above run "
+        "with it off: they time building a view, which each view's first visitor waits for.",
+        "",
+    )
     shared = all(r.paths == r0.paths for r in results)
     for r in results[:1] if shared else results:
         label = "Paths (every mix)" if shared else f"Paths ({r.mix})"
@@ -314,14 +321,15 @@ def main(argv: list[str] | None = None) -> int:
 
             attempt("page bench", pages)
             mixes = (
-                ("all ten paths", None),
-                (f"all ten paths, a scrape lands every {SCRAPE_EVERY_S:g} s", SCRAPE_EVERY_S),
+                ("all ten paths", None, True),
+                ("all ten paths", None, False),
+                (f"all ten paths, a scrape lands every {SCRAPE_EVERY_S:g} s", SCRAPE_EVERY_S, True),
             )
-            for mix, bump_every in mixes:
-                step(f"concurrency: {mix}")
+            for mix, bump_every, cache in mixes:
+                step(f"concurrency: {mix}, page cache {'on' if cache else 'off'}")
                 attempt(
                     f"concurrency ({mix})",
-                    lambda mix=mix, bump_every=bump_every: res.concurrency.append(  # type: ignore[misc]
+                    lambda mix=mix, bump_every=bump_every, cache=cache: res.concurrency.append(  # type: ignore[misc]
                         run_load_bench(
                             pg,
                             mix=mix,
@@ -329,6 +337,7 @@ def main(argv: list[str] | None = None) -> int:
                             connections=config.load_connections,
                             paths=load_paths(),
                             bump_every_s=bump_every,
+                            page_cache=cache,
                         )
                     ),
                 )
@@ -336,20 +345,24 @@ def main(argv: list[str] | None = None) -> int:
                 f"{config.scrape_load_connections} connections, real scrapes every "
                 f"{SCRAPE_LOAD_EVERY_S:g} s from the workers' own scheduler"
             )
-            step(f"concurrency: {scrape_mix}")
-            attempt(
-                f"concurrency ({scrape_mix})",
-                lambda mix=scrape_mix: res.concurrency.append(  # type: ignore[misc]
-                    run_scrape_load_bench(
-                        pg,
-                        mix=mix,
-                        duration=config.scrape_load_seconds,
-                        connections=config.scrape_load_connections,
-                        scrape_every_s=SCRAPE_LOAD_EVERY_S,
-                        paths=load_paths(),
-                    )
-                ),
-            )
+            # As deployed (page cache on: the target), then without it: what building every
+            # view costs under the same load.
+            for cache in (True, False):
+                step(f"concurrency: {scrape_mix}, page cache {'on' if cache else 'off'}")
+                attempt(
+                    f"concurrency ({scrape_mix})",
+                    lambda mix=scrape_mix, cache=cache: res.concurrency.append(  # type: ignore[misc]
+                        run_scrape_load_bench(
+                            pg,
+                            mix=mix,
+                            duration=config.scrape_load_seconds,
+                            connections=config.scrape_load_connections,
+                            scrape_every_s=SCRAPE_LOAD_EVERY_S,
+                            paths=load_paths(),
+                            page_cache=cache,
+                        )
+                    ),
+                )
             if config.diagnose:
                 step("diagnose slow endpoints")
                 res.diagnoses = _diagnose(pg, res.queries, size, res.errors)
@@ -517,13 +530,13 @@ def _report(
     _saved_section(report, res.saved)
     report.add("## Query latency (real uvicorn, sequential requests, vs raw SQL)", "")
     report.add(
-        "`gpufit serve --no-scheduler` (1 worker) on 127.0.0.1; httpx, one keep-alive "
-        f"connection, 2 warm-up requests, then up to {config.repeat} requests per cell (fewer, "
-        "at least 5, once a cell passes 6 s; one warm-up when the first request takes over "
-        "1 s). The raw SQL is what the endpoint needs at minimum for the same filter and sort "
-        "(the page of 50 rows joined to providers and GPU models, plus the total count), run on "
-        "a driver connection; for workload filters it is the fit ranking's VRAM prefilter "
-        "(app.queries `vram_bounds`: per-GPU and total VRAM lower bounds) "
+        "`gpufit serve --no-scheduler` (1 worker, page cache off) on 127.0.0.1; httpx, one "
+        f"keep-alive connection, 2 warm-up requests, then up to {config.repeat} requests per "
+        "cell (fewer, at least 5, once a cell passes 6 s; one warm-up when the first request "
+        "takes over 1 s). The raw SQL is what the endpoint needs at minimum for the same filter "
+        "and sort (the page of 50 rows joined to providers and GPU models, plus the total "
+        "count), run on a driver connection; for workload filters it is the fit ranking's "
+        "VRAM prefilter (app.queries `vram_bounds`: per-GPU and total VRAM lower bounds) "
         "sorted by $/GPU-h. Ratio = endpoint p50 / SQL p50. The cached aggregates "
         "(app.store.data_cache: counts, facets, machine shapes) make repeated requests cheap until "
         "the next ingest; the *cold* columns are the first request after one: a scrape lands "
@@ -644,7 +657,9 @@ def _targets(
             f"{failures} of {requests:,} failed",
             _ok(failures == 0 and all(c.checked_ok for c in res.concurrency)),
         ))  # fmt: skip
-    scrape_load = next((c for c in res.concurrency if "real scrapes" in c.mix), None)
+    scrape_load = next(
+        (c for c in res.concurrency if "real scrapes" in c.mix and c.page_cache), None
+    )
     if scrape_load is not None:
         report.targets.append((
             f"{scrape_load.connections} connections for {scrape_load.duration_s:.0f} s on 2 "
