@@ -28,6 +28,8 @@ from app.store.data_cache import data_version
 # Stands for the visitor's form token in a stored HTML body (no real token has this shape:
 # they are hex).
 TOKEN_PLACEHOLDER = "@@gpufit-form-token@@"
+# How long a request waits for another's build of the same view before building its own.
+BUILD_WAIT_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,14 @@ class Page:
     stored_at: float = 0.0  # the cache's clock when kept
 
 
+class _Building:
+    """A view one thread is building; others wait on `done` and take `page`."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.page: Page | None = None
+
+
 class PageCache:
     """Bodies by (database, data version, path and query), at most `max_bytes` in all."""
 
@@ -48,6 +58,7 @@ class PageCache:
         self._pages: OrderedDict[tuple[str, ...], Page] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
+        self._building: dict[tuple[str, ...], _Building] = {}
 
     def _key(self, request: Request, session: Session) -> tuple[str, ...] | None:
         version = data_version(session)
@@ -64,31 +75,54 @@ class PageCache:
         build: Callable[[], Page],
     ) -> Page:
         """The stored page for this request's view and data version, else `build()`'s, kept
-        (a view that fails raises out of `build`, and nothing is kept)."""
+        (a view that fails raises out of `build`, and nothing is kept).
+
+        Requests for a view that another thread is building wait for that build instead of
+        repeating it: after an ingest, every open connection asks for the same few views at
+        once, and building each of them 30 times over is what made the load's slowest tail.
+        """
         ttl = settings.page_cache_seconds
         key = self._key(request, session) if ttl > 0 else None
         if key is None:
             return build()
-        now = self._clock()
         with self._lock:
             page = self._pages.get(key)
-            if page is not None and now - page.stored_at < ttl:
+            if page is not None and self._clock() - page.stored_at < ttl:
                 self._pages.move_to_end(key)
                 return page
-        page = build()
-        stored = Page(page.body, page.media_type, page.headers, now)
-        limit = settings.page_cache_mb * 1024 * 1024
-        if len(stored.body) <= limit // 8:  # one huge page must not flush the rest
+            building = self._building.get(key)
+            if building is None:
+                building = self._building[key] = _Building()
+                mine = True
+            else:
+                mine = False
+        if not mine:
+            if building.done.wait(BUILD_WAIT_S) and building.page is not None:
+                return building.page
+            return build()  # the other build failed or is stuck: answer on our own
+        try:
+            page = build()
+            stored = Page(page.body, page.media_type, page.headers, self._clock())
+            building.page = stored
+            self._keep(key, stored, settings.page_cache_mb * 1024 * 1024)
+            return stored
+        finally:
             with self._lock:
-                old = self._pages.pop(key, None)
-                if old is not None:
-                    self._bytes -= len(old.body)
-                self._pages[key] = stored
-                self._bytes += len(stored.body)
-                while self._bytes > limit and self._pages:
-                    _, evicted = self._pages.popitem(last=False)
-                    self._bytes -= len(evicted.body)
-        return stored
+                self._building.pop(key, None)
+            building.done.set()
+
+    def _keep(self, key: tuple[str, ...], page: Page, limit: int) -> None:
+        if len(page.body) > limit // 8:  # one huge page must not flush the rest
+            return
+        with self._lock:
+            old = self._pages.pop(key, None)
+            if old is not None:
+                self._bytes -= len(old.body)
+            self._pages[key] = page
+            self._bytes += len(page.body)
+            while self._bytes > limit and self._pages:
+                _, evicted = self._pages.popitem(last=False)
+                self._bytes -= len(evicted.body)
 
     def pages(self) -> list[Page]:
         """The pages kept now, oldest first."""

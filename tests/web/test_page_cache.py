@@ -3,8 +3,11 @@ per-visitor form tokens, an ingest or the time limit ends a page."""
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from types import SimpleNamespace
 
 import pytest
 from fastapi import FastAPI
@@ -14,7 +17,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.settings import Settings
 from app.main import create_app
-from app.web.page_cache import TOKEN_PLACEHOLDER, PageCache
+from app.web.page_cache import TOKEN_PLACEHOLDER, Page, PageCache
 from tests.web.helpers import csrf_of, ingest, record
 
 HTML = {"accept": "text/html"}
@@ -137,3 +140,37 @@ def test_the_cache_keeps_within_its_size_and_keeps_no_huge_page(
     ingest(app.state.session_factory, rows)
     client.get("/?limit=400")  # one page over an eighth of the budget
     assert all(len(page.body) <= 1024 * 1024 // 8 for page in cache.pages())
+
+
+def test_requests_for_a_view_being_built_wait_for_that_build(
+    session_factory: sessionmaker[Session], offers: None, settings: Settings
+) -> None:
+    """After an ingest every open connection asks for the same views at once: one builds,
+    the others take its page."""
+    cache = PageCache()
+    request = SimpleNamespace(url=SimpleNamespace(path="/", query="gpu=h100-sxm"))
+    release = threading.Event()
+    builds: list[str] = []
+
+    def build() -> Page:
+        builds.append(threading.current_thread().name)
+        release.wait(10)
+        return Page(b"the view", "text/plain", ())
+
+    def ask(out: list[Page]) -> None:
+        with session_factory() as session:
+            out.append(cache.fetch(request, session, settings, build))  # type: ignore[arg-type]
+
+    results: list[Page] = []
+    threads = [threading.Thread(target=ask, args=(results,)) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + 10
+    while not builds and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.2)  # the other three are waiting by now
+    release.set()
+    for thread in threads:
+        thread.join(10)
+    assert len(builds) == 1
+    assert [r.body for r in results] == [b"the view"] * 4
