@@ -24,7 +24,7 @@ from app.fit.market import has_advisor_feed, known_profiles, max_plan_nodes
 from app.fit.memory import per_gpu_breakdown
 from app.fit.plans import listing_step
 from app.queries.params import WORKLOAD_SORTS, Sort
-from app.queries.rows import OfferRow, RankedOffer, fetch_rows, row_select
+from app.queries.rows import OfferRow, RankedOffer, fetch_rows, id_in, row_select
 from app.store import data_cache
 from app.store.models import Offer
 from app.store.spot_advisor import advisor_rows
@@ -205,7 +205,7 @@ def full_rows(session: Session, ids: Sequence[int], assess: Assessor) -> list[Ra
     """Full rows with their full assessment, in the order of `ids`."""
     if not ids:
         return []
-    by_id = {row.id: row for row in fetch_rows(session, row_select().where(Offer.id.in_(ids)))}
+    by_id = {row.id: row for row in fetch_rows(session, row_select().where(id_in(session, ids)))}
     bands = listing_bands(session)
     return [RankedOffer(by_id[i], assess(offer_facts(by_id[i], bands))) for i in ids]
 

@@ -7,7 +7,18 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, FunctionElement, Select, String, func, select
+from sqlalchemy import (
+    ARRAY,
+    ColumnElement,
+    FunctionElement,
+    Integer,
+    Select,
+    String,
+    any_,
+    bindparam,
+    func,
+    select,
+)
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import Session
 
@@ -166,11 +177,22 @@ def get_offer(session: Session, *, offer_id: int) -> OfferRow | None:
     return rows[0] if rows else None
 
 
+_ID_ARRAY = ARRAY(Integer())  # made once: statement cache keys inspect each new type
+
+
+def id_in(session: Session, ids: Sequence[int]) -> ColumnElement[bool]:
+    """`Offer.id` among `ids`: one array parameter on Postgres (an IN list of 1,000 ids is a
+    1,000-placeholder statement the driver parses anew each time), an IN list elsewhere."""
+    if session.get_bind().dialect.name == "postgresql":
+        return Offer.id == any_(bindparam(None, list(ids), type_=_ID_ARRAY))
+    return Offer.id.in_(ids)
+
+
 def get_offers(session: Session, *, ids: Sequence[int]) -> dict[int, OfferRow]:
     """Offers by id (active or not), in one query; missing ids are left out."""
     if not ids:
         return {}
-    rows = fetch_rows(session, row_select().where(Offer.id.in_(sorted(set(ids)))))
+    rows = fetch_rows(session, row_select().where(id_in(session, sorted(set(ids)))))
     return {row.id: row for row in rows}
 
 
