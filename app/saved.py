@@ -34,6 +34,7 @@ from pydantic import ValidationError
 from sqlalchemy import delete, func, select, text
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.core.activity import RequestActivity
 from app.fit import Workload
 from app.queries import (
     OfferFilters,
@@ -64,6 +65,10 @@ _PRICE_EPSILON = 1e-9
 _NEW_OFFERS_LISTED = 10
 FEED_ENTRIES = 50
 REFRESH_PAUSE_S = 0.01
+# The background refresher starts a view once no request has been served for this long, or
+# after waiting this long whatever the traffic (app.core.activity).
+REFRESH_QUIET_S = 0.25
+REFRESH_MAX_DEFER_S = 10.0
 
 
 def new_token() -> str:
@@ -567,11 +572,15 @@ class SavedQueryRefresher:
     """Brings stale views up to date in one background thread, each key queued at most once.
 
     The /saved page refreshes what fits its time budget itself and hands the rest here; the
-    next view of the page shows them current.
+    next view of the page shows them current. With `activity`, each view waits for a quiet
+    moment in this process's requests (at most REFRESH_MAX_DEFER_S) before it is refreshed.
     """
 
-    def __init__(self, session_factory: sessionmaker[Session]) -> None:
+    def __init__(
+        self, session_factory: sessionmaker[Session], activity: RequestActivity | None = None
+    ) -> None:
         self._sessions = session_factory
+        self._activity = activity
         self._queue: queue.Queue[str] = queue.Queue()
         self._pending: set[str] = set()
         self._lock = threading.Lock()
@@ -600,6 +609,8 @@ class SavedQueryRefresher:
                 key = self._queue.get(timeout=0.5)
             except queue.Empty:
                 continue
+            if self._activity is not None:
+                self._activity.wait_quiet(REFRESH_QUIET_S, REFRESH_MAX_DEFER_S, self._stop)
             try:
                 with self._sessions.begin() as session:
                     refresh_saved_query(session, key=key)
