@@ -21,6 +21,9 @@ MAX_URL = 500
 _UNSAFE_TEXT = re.compile("[\x00-\x1f\x7f\ud800-\udfff\ufffe\uffff]")
 
 
+MIN_NETWORK_GBPS = 0.001  # 1 Mbit/s
+
+
 class Interconnect(StrEnum):
     NVSWITCH = "nvswitch"
     NVLINK = "nvlink"
@@ -83,7 +86,9 @@ class OfferRecord(BaseModel):
     currency: str = "USD"
     interconnect: Interconnect = Interconnect.UNKNOWN
     network: Network = Network.UNKNOWN
-    network_gbps: float | None = Field(default=None, gt=0, le=100_000)
+    # Gbit/s between nodes, at least 1 Mbit/s: marketplace hosts on home links report tens of
+    # Mbit/s, and a denormal made the ring bandwidth 0 (a division by zero in the time model).
+    network_gbps: float | None = Field(default=None, ge=MIN_NETWORK_GBPS, le=100_000)
     billing: Billing = Billing.UNKNOWN
     availability: Availability = Availability.UNKNOWN
     availability_count: int | None = Field(default=None, ge=0, le=1_000_000)

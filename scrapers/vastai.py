@@ -131,7 +131,8 @@ class VastaiScraper(HttpScraper):
         interconnect = Interconnect.UNKNOWN
         if offer.num_gpus >= 2 and offer.bw_nvlink is not None:
             interconnect = Interconnect.NVLINK if offer.bw_nvlink > 0 else Interconnect.PCIE
-        speeds = [s for s in (offer.inet_down, offer.inet_up) if s and s > 0]
+        # Under 1 Mb/s is a host's measurement failing, not a link: speed unknown.
+        speeds = [s for s in (offer.inet_down, offer.inet_up) if s and s >= 1]
         return build_record(
             warnings,
             f"offer {offer.id}",

@@ -12,6 +12,7 @@ from app.fit.estimate import estimate_memory, estimate_time
 from app.fit.query import RequiredWorkloadQuery
 from app.fit.serialize import estimate_dict, presets_list, stacks_list
 from app.gpus.catalog import load_catalog
+from app.records import MIN_NETWORK_GBPS
 
 router = APIRouter()
 
@@ -31,7 +32,12 @@ def get_estimate(
     ] = None,
     network: Annotated[Network, Query(description="between nodes (gpus > 8)")] = "unknown",
     network_gbps: Annotated[
-        float | None, Query(gt=0, le=100_000, description="Gbit/s per node between nodes")
+        float | None,
+        Query(
+            ge=MIN_NETWORK_GBPS,
+            le=100_000,
+            description="Gbit/s per node between nodes (at least 0.001: 1 Mbit/s)",
+        ),
     ] = None,
     nodes: Annotated[
         int | None,

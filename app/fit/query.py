@@ -88,7 +88,10 @@ def workload_query(
     dataset_tokens: Annotated[
         float | None, Query(description="tokens in the dataset (with epochs, instead of tokens)")
     ] = None,
-    epochs: Annotated[float | None, Query(description="passes over dataset_tokens")] = None,
+    epochs: Annotated[
+        float | None,
+        Query(description="passes over dataset_tokens (dataset_tokens × epochs at least 1)"),
+    ] = None,
     layers: Annotated[int | None, Query(description="decoder layers (params_b models)")] = None,
     hidden: Annotated[int | None, Query(description="hidden size (params_b models)")] = None,
     heads: Annotated[int | None, Query(description="attention heads (params_b models)")] = None,

@@ -110,6 +110,13 @@ class Workload(BaseModel):
                 "tokens: give tokens or dataset_tokens with epochs, not both",
                 {"field": "tokens"},
             )
+        if self.dataset_tokens is not None and self.dataset_tokens * self.epochs < 1:
+            # A run of under one token has no cost per token (5e-324 epochs made a 500).
+            raise PydanticCustomError(
+                "tokens_too_few",
+                "epochs: dataset_tokens × epochs must be at least 1 token",
+                {"field": "epochs"},
+            )
         return self
 
     @property

@@ -214,6 +214,10 @@ def test_new_parameters_422_names_the_field() -> None:
         resp = client.get("/api/estimate", params=params)
         assert resp.status_code == 422, (field, resp.text)
         assert field in _fields(resp), (field, resp.json())
+    # A denormal network speed made the ring bandwidth 0 (a 500 found by a longer fuzz run).
+    denormal = {"model": "gpt2", "gpu": "h100-sxm", "gpus": 16, "network_gbps": 5e-324}
+    resp = client.get("/api/estimate", params=denormal)
+    assert resp.status_code == 422 and "network_gbps" in _fields(resp), resp.text
 
 
 def test_custom_shape_and_vocabulary_are_used_and_stated() -> None:

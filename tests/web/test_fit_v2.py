@@ -127,10 +127,13 @@ def test_advanced_fields_round_trip_and_bad_values_are_422(client: TestClient) -
     for name, value in (("grad_accum", "4"), ("vocab", "32000"), ("epochs", "2")):
         assert f'name="{name}" value="{value}"' in html
     assert '<option value="true" selected>packed / fixed length</option>' in html
-    for bad in ("stack=megatron", "packed=maybe", "grad_accum=0", "lora_targets=mlp"):
+    bad_values = ("stack=megatron", "packed=maybe", "grad_accum=0", "lora_targets=mlp")
+    # A run of under one token (5e-324 epochs was a 500: no cost per token).
+    for bad in (*bad_values, "dataset_tokens=1000&epochs=5e-324"):
         response = client.get(f"/api/offers?model=gpt2&{bad}")
         assert response.status_code == 422, bad
-        assert bad.split("=")[0] in [e["loc"][-1] for e in response.json()["detail"]]
+        named = [e["loc"][-1] for e in response.json()["detail"]]
+        assert bad.rsplit("&", 1)[-1].split("=")[0] in named, (bad, named)
 
 
 def test_saved_search_and_share_link_keep_the_new_fields(client: TestClient) -> None:
