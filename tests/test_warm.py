@@ -164,8 +164,12 @@ def test_start_up_warms_the_current_version_in_the_background(
     settings: Settings, session_factory: sessionmaker[Session], sample_loaded: int
 ) -> None:
     app = create_app(settings.model_copy(update={"warm_on_start": True}), scheduler=False)
-    with TestClient(app):
+    with TestClient(app) as client:
         app.state.start_up_warm.join(timeout=60)  # shutdown would stop it between views
+        # /healthz tells a deploy (and the bench) when this process is done warming.
+        assert client.get("/healthz").json() == {"status": "ok", "start_up_warm": "done"}
+    with TestClient(create_app(settings, scheduler=False)) as client:
+        assert client.get("/healthz").json()["start_up_warm"] == "off"
     with session_factory() as session:
         version = data_cache.data_version(session)
         cached = session.scalar(
