@@ -51,7 +51,7 @@ class _Building:
 
 
 class PageCache:
-    """Bodies by (database, data version, path and query), at most `max_bytes` in all."""
+    """Bodies by (database, data version, path and query), at most `page_cache_mb` in all."""
 
     def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
