@@ -14,17 +14,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import ARRAY, String, and_, bindparam, func, select, tuple_
+from sqlalchemy import and_, select, tuple_
 from sqlalchemy.orm import Session
 
 from app.queries.filters import where_clauses
 from app.queries.params import OfferFilters
 from app.queries.rows import OfferRow, RankedOffer, fetch_rows, id_in, row_select
+from app.queries.sql_types import STRING, unnest_rows
 from app.store.models import Offer
 
 GROUP_LISTING = "listing"
 MAX_REGIONS = 200  # per listing; no provider sells one instance type in more
-_TEXT_ARRAY = ARRAY(String())  # made once: statement cache keys inspect each new type
 
 ListingKey = tuple[str, str, bool, str, float]
 
@@ -75,13 +75,12 @@ def group_offers(
         # the offers' key index each (two IN lists matched their cross product, which at 1,000
         # rows a page Postgres answered by scanning every offer: 170 ms at 1M). Ids first, rows
         # after: joined to providers too, the planner misjudged the pairs and looped.
-        keys = select(
-            func.unnest(bindparam("listing_providers", [p for p, _ in pairs], _TEXT_ARRAY)).label(
-                "provider_id"
-            ),
-            func.unnest(bindparam("listing_types", [t for _, t in pairs], _TEXT_ARRAY)).label(
-                "instance_type"
-            ),
+        keys = unnest_rows(
+            "listing",
+            [
+                ("provider_id", STRING, [p for p, _ in pairs]),
+                ("instance_type", STRING, [t for _, t in pairs]),
+            ],
         ).subquery("listing_keys")
         ids = ids.join(
             keys,

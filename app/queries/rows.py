@@ -8,10 +8,8 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
-    ARRAY,
     ColumnElement,
     FunctionElement,
-    Integer,
     Select,
     String,
     any_,
@@ -26,6 +24,7 @@ from app.fit import JobTerms, MemoryEstimate, OfferFit
 from app.gpus.catalog import UNKNOWN
 from app.queries.filters import order_by, where_clauses
 from app.queries.params import OfferFilters, Sort
+from app.queries.sql_types import ARRAYS, INTEGER
 from app.store import data_cache
 from app.store.models import GpuModel, Offer, Provider
 
@@ -177,14 +176,11 @@ def get_offer(session: Session, *, offer_id: int) -> OfferRow | None:
     return rows[0] if rows else None
 
 
-_ID_ARRAY = ARRAY(Integer())  # made once: statement cache keys inspect each new type
-
-
 def id_in(session: Session, ids: Sequence[int]) -> ColumnElement[bool]:
     """`Offer.id` among `ids`: one array parameter on Postgres (an IN list of 1,000 ids is a
     1,000-placeholder statement the driver parses anew each time), an IN list elsewhere."""
     if session.get_bind().dialect.name == "postgresql":
-        return Offer.id == any_(bindparam(None, list(ids), type_=_ID_ARRAY))
+        return Offer.id == any_(bindparam(None, list(ids), type_=ARRAYS[INTEGER]))
     return Offer.id.in_(ids)
 
 

@@ -20,15 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import (
-    ARRAY,
-    Boolean,
     ColumnElement,
-    Float,
-    Integer,
     Select,
-    String,
     and_,
-    bindparam,
     case,
     cast,
     column,
@@ -65,6 +59,7 @@ from app.queries.plan_sql import (
     profile_sql,
     spot_price_sql,
 )
+from app.queries.sql_types import BOOLEAN, FLOAT, INTEGER, STRING, unnest_rows
 from app.store import data_cache
 from app.store.models import (
     NO_GBPS,
@@ -112,12 +107,11 @@ class Shape:
 
 
 _FACT_FIELDS = tuple(f.name for f in dataclasses.fields(OfferFacts))
-_SHAPE_FIELDS = tuple(f.name for f in dataclasses.fields(Shape))
 
 
 def _encode_shapes(value: tuple[list[Shape], dict[Any, str]]) -> Any:
     """(shapes, advisor bands) by column: a 100k-offer view has thousands of shapes, which the
-    generic layout decoded in ~40 ms of Python per process and data version; columns, ~5 ms."""
+    generic layout decoded in ~37 ms of Python per process and data version; columns, ~10 ms."""
     shapes, bands = value
     keys = [list(s.key) for s in shapes]
     facts = [[getattr(s.facts, name) for s in shapes] for name in _FACT_FIELDS]
@@ -126,15 +120,15 @@ def _encode_shapes(value: tuple[list[Shape], dict[Any, str]]) -> Any:
     numbers = itertools.chain.from_iterable((*keys, *facts, *lows, *highs))
     if not all(math.isfinite(v) for v in numbers if isinstance(v, float)):
         return {"generic": data_cache.encode_data(value)}  # JSON has no Infinity: tagged
-    columns: dict[str, Any] = {
+    return {
         "key": keys,
         "facts": facts,
         "count": [s.count for s in shapes],
         "min": lows,
         "max": highs,
         "priced": [s.priced for s in shapes],
+        "bands": data_cache.encode_data(bands),
     }
-    return {**columns, "bands": data_cache.encode_data(bands)}
 
 
 def _decode_shapes(data: Any) -> tuple[list[Shape], dict[Any, str]]:
@@ -166,7 +160,7 @@ data_cache.share(
     codec=data_cache.Codec(
         _encode_shapes,
         _decode_shapes,
-        version="columns:" + ",".join((*_SHAPE_FIELDS, *_FACT_FIELDS)),
+        version="columns",  # the fields of Shape and OfferFacts are in every shared key already
     ),
 )
 data_cache.share("plan_count")
@@ -295,25 +289,19 @@ def shape_groups(session: Session, filters: OfferFilters, bounds: VramBounds) ->
     return shapes
 
 
-# Type instances made once: SQLAlchemy keys its statement cache by each type's constructor
-# arguments, found by inspecting the class for every new instance (~80 us each; a ranked page
-# built ~50 a request, 5 ms of its 25).
-_STRING, _FLOAT, _BOOLEAN, _INTEGER = String(), Float(), Boolean(), Integer()
-_ARRAYS: dict[Any, Any] = {t: ARRAY(t) for t in (_STRING, _FLOAT, _BOOLEAN, _INTEGER)}
-
 _KEY_VALUE_COLUMNS = (
-    ("slug", _STRING),
-    ("gpu_count", _FLOAT),
-    ("vram", _FLOAT),
-    ("interconnect", _STRING),
-    ("network", _STRING),
-    ("gbps", _FLOAT),
-    ("billing", _STRING),
-    ("spot", _BOOLEAN),
-    ("availability", _STRING),
-    ("profile", _STRING),
-    ("listings", _INTEGER),
-    ("band", _STRING),  # only with advisor bands
+    ("slug", STRING),
+    ("gpu_count", FLOAT),
+    ("vram", FLOAT),
+    ("interconnect", STRING),
+    ("network", STRING),
+    ("gbps", FLOAT),
+    ("billing", STRING),
+    ("spot", BOOLEAN),
+    ("availability", STRING),
+    ("profile", STRING),
+    ("listings", INTEGER),
+    ("band", STRING),  # only with advisor bands
 )
 # Rank columns a query may ask for, per shape: billed node-hours (cost = this × the market's
 # price), expected wall-clock hours, the cost-per-million factor (per_m = this × the price).
@@ -351,24 +339,19 @@ def _shapes_table(
     for prefix in markets:
         attribute = _MARKET_COLUMNS[prefix]
         for market in MARKETS:
-            columns.append((f"{prefix}_{market}", _FLOAT))
+            columns.append((f"{prefix}_{market}", FLOAT))
             for row, (_, fit) in zip(data, shapes, strict=True):
                 cost = fit.markets.get(market)
                 row.append(None if cost is None else getattr(cost, attribute))
     for name, per_shape in (extra or {}).items():
-        columns.append((name, _FLOAT))
+        columns.append((name, FLOAT))
         for row, value_ in zip(data, per_shape, strict=True):
             row.append(value_)
     if session.get_bind().dialect.name == "postgresql":
-        # One array per column, zipped by unnest: SQLAlchemy compiles a VALUES list at ~35 us
-        # per bound value, which for a few hundred shapes costs more than the query itself.
         arrays = [
-            func.unnest(
-                bindparam(f"shape_{name}", [row[i] for row in data], type_=_ARRAYS[type_])
-            ).label(name)
-            for i, (name, type_) in enumerate(columns)
+            (name, type_, [row[i] for row in data]) for i, (name, type_) in enumerate(columns)
         ]
-        return select(*arrays).cte("shapes")
+        return unnest_rows("shape", arrays).cte("shapes")
     table = values(*(column(name, type_) for name, type_ in columns), name="shapes")
     return table.data([tuple(row) for row in data]).cte("shapes")
 
@@ -411,7 +394,7 @@ class OfferTerms:
 def offer_terms(table: Any) -> OfferTerms:
     # A column that is NULL in every VALUES row has no type on Postgres: cast each.
     def col(name: str) -> ColumnElement[Any]:
-        return cast(table.c[name], _FLOAT)
+        return cast(table.c[name], FLOAT)
 
     names = {c.name for c in table.c}
     od, sp = on_demand_price_sql(), spot_price_sql()
@@ -557,7 +540,7 @@ def ranked_ids(
         conditions.append(key <= bound)
     own = job_price_sql(use_spot=False)
     if "ceiling" in extra:
-        own_price = own <= cast(table.c.ceiling, _FLOAT)
+        own_price = own <= cast(table.c.ceiling, FLOAT)
         if not paired:  # no listing of these shapes can make the page on a paired spot price
             conditions.append(own_price)
     if not paired:
@@ -576,8 +559,8 @@ def ranked_ids(
             own_price,
             and_(
                 PAIRED_SPOT_SQL,
-                Offer.spot_price_per_hour <= cast(table.c.spot_ceiling, _FLOAT),
-                or_(own.is_(None), own > cast(table.c.ceiling, _FLOAT)),
+                Offer.spot_price_per_hour <= cast(table.c.spot_ceiling, FLOAT),
+                or_(own.is_(None), own > cast(table.c.ceiling, FLOAT)),
             ),
         )
     ]
