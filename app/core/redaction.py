@@ -63,7 +63,9 @@ def _rebuild() -> None:
 
 
 def register_secrets(values: Iterable[str | None], *, runtime: bool = False) -> None:
-    """Remember secret values so `redact` removes them; `runtime` ones are kept for a while."""
+    """Remember secret values so `redact` removes them; `runtime` ones are kept for a while.
+    Log records are redacted from then on, whoever logs (not only once logging is configured)."""
+    install_log_redaction()
     fresh = [v for v in values if v and len(v) >= MIN_SECRET_CHARS]
     with _lock:
         known = _configured | set(_runtime)
