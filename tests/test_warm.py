@@ -138,12 +138,43 @@ def test_scrape_warms_the_new_version_before_its_commit(
             .where(AggregateCache.version != version)
         )
     assert {"count", "facets", "regions", "plan_shapes", "offers_by_source"} <= namespaces
+    assert {"ranked_head", "listing_bands"} <= namespaces
     assert stale == 0  # older versions' rows went with the warm
     data_cache.clear()  # a process that computed nothing yet (another replica, a restart)
     with TestClient(app) as client, statements(engine) as sent:
         assert client.get("/").status_code == 200
         assert client.get(workload_view).status_code == 200
     assert aggregates(sent) == [], aggregates(sent)
+
+
+def test_a_warmed_ranked_view_serves_its_first_page_without_its_shapes(
+    client: TestClient,
+    session_factory: sessionmaker[Session],
+    settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The warm keeps each hot view's ranked head (ids and counts): another process's first
+    request after the ingest neither groups, reads nor assesses the view's machine shapes."""
+    import app.queries.ranking as ranking
+
+    ingest(session_factory, [record(), record(instance_type="b", price_per_hour=1.0)])
+    view = "/api/offers?model=llama-3.1-8b&method=qlora"
+    want = client.get(view).json()
+    with session_factory.begin() as session:
+        data_cache.bump_data_version(session)
+        warm_data_version(session, settings)
+    data_cache.clear()  # another process
+
+    def no_shapes(*_: Any, **__: Any) -> Any:
+        raise AssertionError("the warmed head was not used")
+
+    monkeypatch.setattr(ranking, "shape_groups", no_shapes)
+    got = client.get(view).json()
+    assert [o["id"] for o in got["offers"]] == [o["id"] for o in want["offers"]]
+    assert got["total"] == want["total"] and got["fitting"] == want["fitting"]
+    # Another page of the view was not warmed: it needs the shapes.
+    with pytest.raises(AssertionError, match="not used"):
+        client.get(view + "&offset=1")
 
 
 def test_a_failing_warm_never_loses_the_scrape(

@@ -91,6 +91,11 @@ def _listing_bands(session: Session) -> dict[tuple[str, str, str], str]:
     return data_cache.cached(session, "listing_bands", None, load)
 
 
+# Shared: a ranked page whose head was warmed (app.queries.ranking.ranked_head) still reads the
+# bands for its rows' facts.
+data_cache.share("listing_bands")
+
+
 @dataclass(frozen=True)
 class VramBounds:
     """Lower bounds any fitting offer meets: per-GPU VRAM, and total VRAM of whole-GPU offers."""
@@ -163,29 +168,40 @@ class Assessor:
     def __init__(self, workload: Workload, terms: JobTerms | None = None) -> None:
         self.workload, self.terms = workload, terms or JobTerms()
         self.estimate = estimate_memory(workload)
-        # Hashing a pydantic model costs ~100 us; its JSON, hashed once per string, ~nothing
-        # (a 1,000-row ranked page looks the cache up 1,000 times).
-        self._workload_key = workload.model_dump_json()
+        # Hashing a pydantic model costs ~100 us; its JSON, hashed once per string, ~nothing.
+        self._fits = _job_fits((workload.model_dump_json(), self.terms))
 
     def __call__(self, facts: OfferFacts) -> OfferFit:
-        key = (self._workload_key, self.terms, facts)
-        with _FIT_LOCK:
-            fit = _FIT_CACHE.get(key)
-            if fit is not None:
-                _FIT_CACHE.move_to_end(key)
-                return fit
-        fit = assess_offer(self.workload, self.estimate, facts, self.terms)
-        with _FIT_LOCK:
-            _FIT_CACHE[key] = fit
-            while len(_FIT_CACHE) > _FIT_CACHE_SIZE:
-                _FIT_CACHE.popitem(last=False)
+        # One plain dict per job, looked up without a lock (a race assesses twice, equally):
+        # the first ranked page after an ingest looks up thousands of shapes, and the shapes'
+        # facts are interned (app.queries.shapes), so a hit compares by identity.
+        fit = self._fits.get(facts)
+        if fit is None:
+            fit = assess_offer(self.workload, self.estimate, facts, self.terms)
+            if len(self._fits) >= _FITS_PER_JOB:
+                self._fits.clear()  # a runaway job (every offer its own shape) starts over
+            self._fits[facts] = fit
         return fit
 
 
-# A few hundred shapes per workload: room for the recent workloads of every visitor.
-_FIT_CACHE_SIZE = 100_000
-_FIT_CACHE: OrderedDict[tuple[str, JobTerms, OfferFacts], OfferFit] = OrderedDict()
+# Recent jobs (workload and terms) kept, each with up to this many assessed facts: a few
+# thousand shapes per job at 100k offers.
+_JOBS_KEPT = 256
+_FITS_PER_JOB = 50_000
+_FIT_CACHE: OrderedDict[tuple[str, JobTerms], dict[OfferFacts, OfferFit]] = OrderedDict()
 _FIT_LOCK = threading.Lock()
+
+
+def _job_fits(job: tuple[str, JobTerms]) -> dict[OfferFacts, OfferFit]:
+    with _FIT_LOCK:
+        fits = _FIT_CACHE.get(job)
+        if fits is None:
+            fits = _FIT_CACHE[job] = {}
+            while len(_FIT_CACHE) > _JOBS_KEPT:
+                _FIT_CACHE.popitem(last=False)
+        else:
+            _FIT_CACHE.move_to_end(job)
+        return fits
 
 
 def forget_fit_assessments() -> None:

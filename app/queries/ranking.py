@@ -11,6 +11,8 @@ from app.fit import Workload
 from app.fit.assumptions import job_assumptions
 from app.queries.assess import (
     Assessor,
+    RankedHead,
+    VramBounds,
     full_rows,
     listing_bands,
     offer_facts,
@@ -20,10 +22,11 @@ from app.queries.assess import (
 )
 from app.queries.filters import fit_caption
 from app.queries.in_memory import in_memory_head
-from app.queries.params import OfferFilters, Sort, job_terms
+from app.queries.params import OfferFilters, Sort, filters_key, job_terms
 from app.queries.rows import OfferPage, RankedOffer, count_where, page_rows
 from app.queries.shapes import Limits, shape_groups, sql_head, values_per_shape
 from app.queries.suggestions import FEW_FITTING, suggestions
+from app.store import data_cache
 
 # SQLite allows 32,766 bound values per statement and each shape of a VALUES list takes
 # `values_per_shape()`; past this many shapes the ranking runs in Python there (slower, same
@@ -49,23 +52,7 @@ def ranked_page(
     """
     assess = Assessor(workload, job_terms(filters))
     bounds = vram_bounds(workload, assess.estimate)
-    shapes = shape_groups(session, filters, bounds)
-    limits = limits_of(filters)
-    pg = session.get_bind().dialect.name == "postgresql"
-    if len(shapes) > (MAX_PG_SHAPES if pg else MAX_SQL_SHAPES):
-        head = in_memory_head(
-            session, filters=filters, sort=sort, bounds=bounds, assess=assess, limits=limits
-        )
-    else:
-        head = sql_head(
-            session,
-            filters=filters,
-            sort=sort,
-            bounds=bounds,
-            assess=assess,
-            shapes=shapes,
-            limits=limits,
-        )
+    head = ranked_head(session, filters=filters, sort=sort, bounds=bounds, assess=assess)
     common: dict[str, Any] = {
         "limit": filters.limit,
         "offset": filters.offset,
@@ -96,6 +83,48 @@ def ranked_page(
         bands = listing_bands(session)
         page += [RankedOffer(row, assess(offer_facts(row, bands))) for row in rest_rows]
     return OfferPage(total=n_head + rest_total, offers=page, **common)
+
+
+def ranked_head(
+    session: Session, *, filters: OfferFilters, sort: Sort, bounds: VramBounds, assess: Assessor
+) -> RankedHead:
+    """The page's fitting offers and near misses (ids and counts), cached per page of a ranked
+    view until the data changes. Shared: the warm of a hot view (app.web.warm) spares every
+    process its shapes, their assessment and the ranked query on the first request after an
+    ingest, as the second request is spared them."""
+
+    def compute() -> RankedHead:
+        shapes = shape_groups(session, filters, bounds)
+        limits = limits_of(filters)
+        pg = session.get_bind().dialect.name == "postgresql"
+        if len(shapes) > (MAX_PG_SHAPES if pg else MAX_SQL_SHAPES):
+            return in_memory_head(
+                session, filters=filters, sort=sort, bounds=bounds, assess=assess, limits=limits
+            )
+        return sql_head(
+            session,
+            filters=filters,
+            sort=sort,
+            bounds=bounds,
+            assess=assess,
+            shapes=shapes,
+            limits=limits,
+        )
+
+    key = (
+        filters_key(filters),
+        assess.workload.model_dump_json(),
+        assess.terms,
+        limits_of(filters),
+        sort,
+        filters.limit,
+        filters.offset,
+        filters.fits_only,
+    )
+    return data_cache.cached(session, "ranked_head", key, compute)
+
+
+data_cache.share("ranked_head", RankedHead)
 
 
 def page_assumptions(page: OfferPage, workload: Workload) -> list[tuple[str, str]]:

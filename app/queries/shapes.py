@@ -15,6 +15,7 @@ import bisect
 import dataclasses
 import itertools
 import math
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -107,6 +108,24 @@ class Shape:
 
 
 _FACT_FIELDS = tuple(f.name for f in dataclasses.fields(OfferFacts))
+_fact_values = operator.attrgetter(*_FACT_FIELDS)
+
+# One OfferFacts object per distinct facts in this process, across data versions: an ingest
+# changes prices and counts far more often than shapes, so decoding a new version's shapes
+# mostly finds its facts here (a dict lookup against a dataclass built per field), and the fit
+# cache, keyed by facts, then matches them by identity (app.queries.assess.Assessor).
+_INTERNED_MAX = 200_000
+_interned: dict[tuple[Any, ...], OfferFacts] = {}
+
+
+def interned_facts(values: tuple[Any, ...]) -> OfferFacts:
+    """The process's OfferFacts of these field values (in field order)."""
+    facts = _interned.get(values)
+    if facts is None:
+        if len(_interned) >= _INTERNED_MAX:
+            _interned.clear()  # shapes churned past any plausible catalogue: start over
+        facts = _interned.setdefault(values, OfferFacts(*values))
+    return facts
 
 
 def _encode_shapes(value: tuple[list[Shape], dict[Any, str]]) -> Any:
@@ -135,7 +154,7 @@ def _decode_shapes(data: Any) -> tuple[list[Shape], dict[Any, str]]:
     if "generic" in data:
         shapes_, bands_ = data_cache.decode_data(data["generic"])
         return list(shapes_), bands_
-    facts = map(OfferFacts, *data["facts"])
+    facts = map(interned_facts, zip(*data["facts"], strict=True))
     shapes = list(
         map(
             Shape,
@@ -257,6 +276,7 @@ def shape_groups(session: Session, filters: OfferFilters, bounds: VramBounds) ->
                 spot_band=band or None,
                 listings_available=None if listings == NO_LISTINGS else int(listings),
             )
+            facts = interned_facts(_fact_values(facts))
             key = (
                 NO_SLUG if slug is None else slug,
                 count_,
@@ -476,6 +496,60 @@ def shape_bound(shape: Shape, fit: OfferFit, sort: Sort, limits: Limits) -> list
     return out
 
 
+PruneIndex = tuple[list[float], list[int], list[tuple[float, int]]]
+
+
+def prune_index(
+    fitting: Sequence[tuple[Shape, OfferFit]], sort: Sort, limits: Limits
+) -> PruneIndex:
+    """The vouched values in order, the running count of offers they vouch for, and each
+    shape's floor with its position, in order: `shape_bound` and `_floor` over every shape.
+
+    Costs are computed once per shape and market for both (the first ranked page after an
+    ingest builds this for thousands of shapes); the time sort uses the two functions as
+    written.
+    """
+    if sort == "cost_per_m":
+        return [], [], []  # nothing is vouched for, so no bound: the floors go unused
+    vouched: list[tuple[float, int]] = []
+    floors: list[tuple[float, int]] = []
+    if sort == "time":
+        vouched = [v for s, f in fitting for v in shape_bound(s, f, sort, limits)]
+        floors = [(_floor(s, f, sort), i) for i, (s, f) in enumerate(fitting)]
+    else:
+        limited = limits.any
+        for i, (shape, fit) in enumerate(fitting):
+            markets = fit.markets
+            low: float | None = None
+            high: float | None = None
+            for m, lo_price, hi_price in zip(
+                MARKETS, shape.min_price, shape.max_price, strict=True
+            ):
+                cost = markets.get(m)
+                if cost is None:
+                    continue
+                if lo_price is not None:
+                    value = cost.node_hours * lo_price
+                    low = value if low is None or value < low else low
+                if hi_price is not None:
+                    value = cost.node_hours * hi_price
+                    high = value if high is None or value > high else high
+            floors.append((math.inf if low is None else low, i))
+            hours = max((c.wall_hours for c in markets.values()), default=0.0) if limited else 0.0
+            if low is not None and (not limited or limits.admits(low, hours)):
+                vouched.append((low, 1))
+            if (
+                high is not None
+                and shape.priced > 1
+                and (not limited or limits.admits(high, hours))
+            ):
+                vouched.append((high, shape.priced - 1))
+    vouched.sort()
+    floors.sort()
+    totals = list(itertools.accumulate(n for _, n in vouched))
+    return [value for value, _ in vouched], totals, floors
+
+
 def ranked_ids(
     session: Session,
     *,
@@ -498,15 +572,9 @@ def ranked_ids(
     if limit <= 0 or not fitting:
         return []
 
-    def prune_index() -> tuple[list[float], list[int], list[tuple[float, int]]]:
-        vouched = sorted(v for s, f in fitting for v in shape_bound(s, f, sort, limits))
-        totals = list(itertools.accumulate(n for _, n in vouched))
-        floors = [(_floor(s, f, sort), i) for i, (s, f) in enumerate(fitting)]
-        return [value for value, _ in vouched], totals, sorted(floors)
-
     index = None if memo is None else memo.get(sort)
     if index is None:
-        index = prune_index()
+        index = prune_index(fitting, sort, limits)
         if memo is not None:
             memo[sort] = index  # a race only computes the same value twice
     values_, totals, floors = index
