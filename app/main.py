@@ -30,6 +30,7 @@ from app.saved import OWNER_COOKIE, SavedQueryRefresher
 from app.store.db import make_engine, make_session_factory
 from app.web import pages, warm
 from app.web.page_cache import PageCache
+from app.web.row_cache import RowCache
 
 log = logging.getLogger("gpufit")
 
@@ -101,6 +102,7 @@ def create_app(settings: Settings | None = None, *, scheduler: bool | None = Non
     app.state.engine = engine
     app.state.session_factory = make_session_factory(engine)
     app.state.page_cache = PageCache()
+    app.state.row_cache = RowCache(settings.row_cache_rows)
     app.state.activity = RequestActivity()
     app.state.saved_refresher = SavedQueryRefresher(
         app.state.session_factory, activity=app.state.activity

@@ -82,6 +82,9 @@ class Settings(BaseSettings):
     # an ingest shows: "last seen ... ago", a feed turning stale in the banner.
     page_cache_seconds: float = Field(default=30, ge=0, le=3600)
     page_cache_mb: int = Field(default=32, ge=1, le=4096)
+    # Rendered table rows kept per process, reused while every value they show is the same
+    # (app.web.row_cache; ~2 kB a row); 0 turns it off.
+    row_cache_rows: int = Field(default=5_000, ge=0, le=200_000)
     # The most rows one streamed export (/export/offers.csv, .jsonl) may hold.
     export_max_rows: int = Field(default=1_000_000, ge=1)
 

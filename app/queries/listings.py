@@ -11,6 +11,7 @@ Not applied when the user filters by region or continent: then the region is the
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -97,9 +98,13 @@ def group_offers(
         ids = select(Offer.id).where(
             *where_clauses(filters), tuple_(Offer.provider_id, Offer.instance_type).in_(pairs)
         )
-    stmt = row_select().where(id_in(session, list(session.scalars(ids))))
+    # The page's own rows are among the matches: only the other regions' rows are fetched.
+    known = {item.row.id: item.row for item in items}
+    matched = list(session.scalars(ids))
+    missing = [i for i in matched if i not in known]
+    fetched = fetch_rows(session, row_select().where(id_in(session, missing))) if missing else []
     siblings: dict[ListingKey, list[OfferRow]] = {key: [] for key in order}
-    for row in fetch_rows(session, stmt):
+    for row in itertools.chain((known[i] for i in matched if i in known), fetched):
         group = siblings.get(listing_key(row))
         if group is not None:
             group.append(row)

@@ -58,6 +58,7 @@ from app.store.models import SavedQuery, SavedSearch, utcnow
 from app.web import urls, warm
 from app.web.charts import Series, availability_bands, availability_chart, time_chart
 from app.web.page_cache import TOKEN_PLACEHOLDER, Page, PageCache
+from app.web.row_cache import offer_row_renderer
 from app.web.templating import templates
 from app.web.views import GpuPageData, gpu_page_data, gpu_spec, index_context
 from app.web.workload import WorkloadDep
@@ -174,6 +175,14 @@ def index(
 
     def build() -> Page:
         context = index_context(session, settings, args=args, filters=filters, workload=workload)
+        terms = context["terms"]
+        context["offer_row"] = offer_row_renderer(
+            request.app.state.row_cache,
+            ranked=workload is not None,
+            headroom_pct=terms.min_headroom_pct if workload is not None and terms else None,
+            link_query=context["link_query"],
+            listings=context["listings"],
+        )
         body = _render_body(request, "index.html", context)
         return Page(body, "text/html; charset=utf-8", tuple(urls.alternate_links(request).items()))
 
