@@ -2,11 +2,11 @@
 
 Each uvicorn worker process imports this module, so logging is set up here: JSON lines, secrets
 redacted, in every worker (the `gpufit serve` parent configures only itself), and so is the
-garbage collector (app.core.gc_tuning).
+interpreter: garbage collector and thread switching (app.core.server_tuning).
 """
 
-from app.core.gc_tuning import tune_for_server
 from app.core.logging_setup import configure_logging
+from app.core.server_tuning import tune_for_server
 from app.core.settings import get_settings
 from app.main import create_app
 

@@ -24,14 +24,18 @@ import logging
 import queue
 import secrets
 import threading
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
-from sqlalchemy import delete, func, select, text
+from sqlalchemy import delete, event, func, select, text
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.activity import RequestActivity
@@ -568,6 +572,68 @@ def feed_entries(
 # Refreshing views off the request path
 
 
+class GaveWay(Exception):
+    """A request arrived while a background refresh ran: the refresh rolls back to let it be."""
+
+
+@contextmanager
+def _giving_way(session: Session, activity: RequestActivity | None) -> Iterator[None]:
+    """Inside the block, a request that starts makes the refresh give way (GaveWay): its
+    running statement is cancelled, and each later statement checks first. A ranked refresh
+    took 50-650 ms at 100k offers (one grouping scan alone up to half a second of a core), and
+    the page that arrived meanwhile 5-10x its time. A connection a cancel was sent to is
+    dropped, not pooled: the cancel may land after the statement it was meant for."""
+    if activity is None:
+        yield
+        return
+    mark = activity.requests_started()
+    gave = threading.Event()
+    done = threading.Event()
+
+    def check(*_: Any) -> None:
+        if activity.requests_started() != mark:
+            gave.set()
+            raise GaveWay
+
+    connection = session.connection()
+    raw = connection.connection.dbapi_connection
+
+    def watch() -> None:
+        if activity.wait_started_since(mark, done):
+            gave.set()
+            _cancel_statement(raw)
+
+    watcher = threading.Thread(target=watch, name="saved-refresh-watch", daemon=True)
+    event.listen(connection, "before_cursor_execute", check)
+    watcher.start()
+    try:
+        yield
+        if gave.is_set():
+            raise GaveWay  # a cancel raced the end of the refresh: roll back all the same
+    except DBAPIError as exc:
+        if gave.is_set():  # the statement the watcher cancelled
+            raise GaveWay from exc
+        raise
+    finally:
+        done.set()
+        watcher.join()
+        event.remove(connection, "before_cursor_execute", check)
+        if gave.is_set() and not connection.invalidated:
+            connection.invalidate()
+
+
+def _cancel_statement(raw: Any) -> None:
+    """Cancel what a DBAPI connection is running, from another thread (psycopg: a cancel
+    request to the server; sqlite3: interrupt)."""
+    try:
+        if hasattr(raw, "cancel_safe"):
+            raw.cancel_safe(timeout=2.0)
+        elif hasattr(raw, "interrupt"):
+            raw.interrupt()
+    except Exception:  # noqa: BLE001 - the statement runs to its end; the next one checks
+        log.warning("could not cancel a background refresh's statement", exc_info=True)
+
+
 class SavedQueryRefresher:
     """Brings stale views up to date in one background thread, each key queued at most once.
 
@@ -587,6 +653,7 @@ class SavedQueryRefresher:
         self._idle = threading.Condition(self._lock)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.gave_way = 0  # refreshes rolled back for a request (tests, the bench)
 
     def submit(self, keys: Iterable[str]) -> None:
         """Queue these views (those already queued are not queued twice)."""
@@ -609,11 +676,8 @@ class SavedQueryRefresher:
                 key = self._queue.get(timeout=0.5)
             except queue.Empty:
                 continue
-            if self._activity is not None:
-                self._activity.wait_quiet(REFRESH_QUIET_S, REFRESH_MAX_DEFER_S, self._stop)
             try:
-                with self._sessions.begin() as session:
-                    refresh_saved_query(session, key=key)
+                self._refresh(key)
             except Exception:  # noqa: BLE001 - logged; the next view queues it again
                 log.exception("saved-query refresh failed", extra={"key": key})
             finally:
@@ -623,6 +687,27 @@ class SavedQueryRefresher:
                         self._idle.notify_all()
             # A breath between views: requests share this process's interpreter lock.
             self._stop.wait(REFRESH_PAUSE_S)
+
+    def _refresh(self, key: str) -> None:
+        """Refresh one view in a quiet moment; while it may still wait (REFRESH_MAX_DEFER_S
+        from its first try), a request arriving mid-refresh rolls it back to try again later."""
+        activity = self._activity
+        if activity is None:
+            with self._sessions.begin() as session:
+                refresh_saved_query(session, key=key)
+            return
+        deadline = time.monotonic() + REFRESH_MAX_DEFER_S
+        while not self._stop.is_set():
+            left = max(0.0, deadline - time.monotonic())
+            activity.wait_quiet(REFRESH_QUIET_S, left, self._stop)
+            may_yield = time.monotonic() < deadline
+            try:
+                with self._sessions.begin() as session:
+                    with _giving_way(session, activity if may_yield else None):
+                        refresh_saved_query(session, key=key)
+                return
+            except GaveWay:
+                self.gave_way += 1  # rolled back; what it cached for the data version stays
 
     def wait_idle(self, timeout: float = 10.0) -> bool:
         """Wait until nothing is queued (tests, shutdown); False on timeout."""

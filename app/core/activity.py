@@ -3,6 +3,8 @@
 Background threads (the saved-view refresher) share the interpreter lock and the database with
 requests; run while a request is being served, a 50 ms refresh made that request 5-10x slower
 (the first requests after a scrape, measured at 100k offers: 25 ms pages took 200-270 ms).
+So such work starts in a quiet moment (`wait_quiet`) and gives way when a request arrives
+(`requests_started`, checked by app.saved between two statements).
 """
 
 from __future__ import annotations
@@ -20,18 +22,36 @@ class RequestActivity:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         self._in_flight = 0
+        self._started = 0
         self._last_end = float("-inf")
         self._changed = threading.Condition()
 
     def started(self) -> None:
         with self._changed:
             self._in_flight += 1
+            self._started += 1
+            self._changed.notify_all()
+
+    def requests_started(self) -> int:
+        """How many requests have started so far (background work notes it, then checks
+        whether one arrived since)."""
+        return self._started  # one int read: atomic under the interpreter lock
 
     def ended(self) -> None:
         with self._changed:
             self._in_flight -= 1
             self._last_end = self._clock()
             self._changed.notify_all()
+
+    def wait_started_since(self, mark: int, stop: threading.Event, poll_s: float = 0.005) -> bool:
+        """Block until a request starts after `requests_started()` was `mark` (True), or until
+        `stop` is set (False; noticed within `poll_s`)."""
+        with self._changed:
+            while not stop.is_set():
+                if self._started != mark:
+                    return True
+                self._changed.wait(poll_s)
+        return False
 
     def quiet_for(self) -> float:
         """Seconds since the last request ended with none in flight (0 while one is)."""

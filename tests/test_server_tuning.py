@@ -1,4 +1,4 @@
-"""The server entry point tunes the garbage collector (app.core.gc_tuning)."""
+"""The server entry point tunes the interpreter (app.core.server_tuning)."""
 
 from __future__ import annotations
 
@@ -8,16 +8,17 @@ import subprocess
 import sys
 from pathlib import Path
 
-from app.core.gc_tuning import THRESHOLDS
+from app.core.server_tuning import SWITCH_INTERVAL_S, THRESHOLDS
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_the_asgi_entry_point_freezes_start_up_objects_and_raises_thresholds() -> None:
+def test_the_asgi_entry_point_tunes_the_collector_and_the_thread_switch() -> None:
     # A subprocess: importing app.asgi tunes the interpreter that imports it.
     code = (
         "import gc, json; import app.asgi; "
-        "print(json.dumps([gc.get_threshold(), gc.get_freeze_count()]))"
+        "import sys; "
+        "print(json.dumps([gc.get_threshold(), gc.get_freeze_count(), sys.getswitchinterval()]))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code],
@@ -27,6 +28,7 @@ def test_the_asgi_entry_point_freezes_start_up_objects_and_raises_thresholds() -
         cwd=ROOT,
         env={**os.environ, "GPUFIT_DATABASE_URL": "sqlite://"},
     )
-    thresholds, frozen = json.loads(out.stdout.strip().splitlines()[-1])
+    thresholds, frozen, switch = json.loads(out.stdout.strip().splitlines()[-1])
     assert tuple(thresholds) == THRESHOLDS
+    assert switch == SWITCH_INTERVAL_S < 0.005  # CPython's default is 5 ms
     assert frozen > 10_000  # the app's modules, templates and catalogs
