@@ -160,6 +160,7 @@ def test_a_warmed_ranked_view_serves_its_first_page_without_its_shapes(
     ingest(session_factory, [record(), record(instance_type="b", price_per_hour=1.0)])
     view = "/api/offers?model=llama-3.1-8b&method=qlora"
     want = client.get(view).json()
+    short = client.get(view + "&sort=time&limit=1").json()  # a view in its own order and length
     with session_factory.begin() as session:
         data_cache.bump_data_version(session)
         warm_data_version(session, settings)
@@ -172,6 +173,7 @@ def test_a_warmed_ranked_view_serves_its_first_page_without_its_shapes(
     got = client.get(view).json()
     assert [o["id"] for o in got["offers"]] == [o["id"] for o in want["offers"]]
     assert got["total"] == want["total"] and got["fitting"] == want["fitting"]
+    assert client.get(view + "&sort=time&limit=1").json()["offers"] == short["offers"]
     # Another page of the view was not warmed: it needs the shapes.
     with pytest.raises(AssertionError, match="not used"):
         client.get(view + "&offset=1")
@@ -253,17 +255,24 @@ def test_views_people_open_are_noted_once_and_warmed(
     client: TestClient, session_factory: sessionmaker[Session], settings: Settings
 ) -> None:
     ingest(session_factory, [record()])
-    for path in ("/?gpu=h100-sxm&offset=50", "/api/offers?gpu=h100-sxm", "/gpus/h100-sxm", "/"):
+    paths = ("/?gpu=h100-sxm&offset=50", "/api/offers?gpu=h100-sxm", "/gpus/h100-sxm", "/",
+             "/?gpu=h100-sxm&sort=price&limit=100&offset=100")  # fmt: skip
+    for path in paths:
         assert client.get(path).status_code == 200
     client.get("/api/gpus/h100-sxm")
     client.get("/gpus/no-such-gpu")  # a 404 is no view
     with session_factory() as session:
         views = hot_views(session, limit=10)
-        assert views[0] == "/" and sorted(views[1:]) == ["/?gpu=h100-sxm", "/gpus/h100-sxm"]
-        assert session.scalar(select(func.count()).select_from(WarmView)) == 2
+        # A later page warms as its view's first page, in the order and length it was shown.
+        assert views[0] == "/" and sorted(views[1:]) == [
+            "/?gpu=h100-sxm",
+            "/?gpu=h100-sxm&sort=price&limit=100",
+            "/gpus/h100-sxm",
+        ]
+        assert session.scalar(select(func.count()).select_from(WarmView)) == 3
     with session_factory.begin() as session:
         report = warm_data_version(session, settings)
-    assert (report.views, report.failed) == (3, 0)
+    assert (report.views, report.failed) == (4, 0)
 
 
 def test_warm_skips_views_made_invalid(
