@@ -269,8 +269,9 @@ def run_scrape_load_bench(
 
 
 def main() -> None:
-    """`python -m bench.load_bench --scrapes [--duration S] [--connections N]`: only this mix,
-    on the bench's Postgres database as the last `make bench` left it (or a fresh 10k load)."""
+    """`python -m bench.load_bench [--duration S] [--connections N] [--no-page-cache]`: only
+    this mix, on the bench's Postgres database as the last `make bench` left it (or a fresh 10k
+    load)."""
     import argparse
 
     from bench.dbs import bench_dbs, bulk_load, postgres_available, reset_db
@@ -281,6 +282,9 @@ def main() -> None:
     parser.add_argument("--every", type=float, default=10.0)
     parser.add_argument("--offers", type=int, default=10_000, help="offers to load first")
     parser.add_argument("--reuse", action="store_true", help="keep the database of a last run")
+    parser.add_argument(
+        "--no-page-cache", action="store_true", help="every request builds its view"
+    )
     args = parser.parse_args()
     reason = postgres_available()
     if reason:
@@ -292,6 +296,7 @@ def main() -> None:
     result = run_scrape_load_bench(
         pg, mix="scrapes in the web workers", duration=args.duration,
         connections=args.connections, scrape_every_s=args.every,
+        page_cache=not args.no_page_cache,
     )  # fmt: skip
     print(json.dumps(result.__dict__, indent=1, default=str))
 

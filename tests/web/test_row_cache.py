@@ -45,7 +45,7 @@ def test_equal_arguments_and_the_same_fit_reuse_the_html() -> None:
     assert len(calls) == 3
 
 
-def test_the_cache_keeps_the_most_recently_used_rows_and_can_be_off() -> None:
+def test_the_cache_keeps_the_most_recently_rendered_rows_and_can_be_off() -> None:
     cache = RowCache(2)
     for i in range(3):
         cache.html(RowKey((i,)), None, lambda i=i: Markup(str(i)))  # type: ignore[misc]
