@@ -169,7 +169,9 @@ class Assessor:
         self.workload, self.terms = workload, terms or JobTerms()
         self.estimate = estimate_memory(workload)
         # Hashing a pydantic model costs ~100 us; its JSON, hashed once per string, ~nothing.
-        self._fits = _job_fits((workload.model_dump_json(), self.terms))
+        # Cached aggregates of the job (its classes, a page's head) key by it too.
+        self.workload_key = workload.model_dump_json()
+        self._fits = _job_fits((self.workload_key, self.terms))
 
     def __call__(self, facts: OfferFacts) -> OfferFit:
         # One plain dict per job, looked up without a lock (a race assesses twice, equally):

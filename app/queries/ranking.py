@@ -113,7 +113,7 @@ def ranked_head(
 
     key = (
         filters_key(filters),
-        assess.workload.model_dump_json(),
+        assess.workload_key,
         assess.terms,
         limits_of(filters),
         sort,

@@ -770,7 +770,7 @@ def classes(
     """Assess every shape and split them; count the offers within the limits. Cached until the
     data changes: assessing hundreds of shapes takes tens of ms, and even as Assessor cache hits
     and a split a few ms (8B QLoRA, 100k offers)."""
-    key = (filters_key(filters), assess.workload.model_dump_json(), assess.terms)
+    key = (filters_key(filters), assess.workload_key, assess.terms)
     return data_cache.cached(
         session,
         "plan_classes",
