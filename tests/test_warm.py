@@ -6,8 +6,6 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
@@ -31,24 +29,10 @@ from app.web.warm import hot_views, warm_after_ingest, warm_data_version, warm_v
 from scrapers.registry import get_scraper_class
 from tests.feed_server import FeedServer
 from tests.test_scrape_runner import catalog
-from tests.web.helpers import ingest, record
+from tests.web.helpers import ingest, record, statements
 
 CUDO = get_scraper_class("skypilot-cudo")
 AGGREGATES = ("GROUP BY", "count(*)")
-
-
-@contextmanager
-def statements(engine: Engine) -> Iterator[list[str]]:
-    sent: list[str] = []
-
-    def before(_c: Any, _cur: Any, statement: str, *_: Any) -> None:
-        sent.append(statement)
-
-    event.listen(engine, "before_cursor_execute", before)
-    try:
-        yield sent
-    finally:
-        event.remove(engine, "before_cursor_execute", before)
 
 
 @pytest.fixture(autouse=True)

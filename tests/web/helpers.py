@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy import Engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.pipeline.ingest import ingest_records
@@ -53,3 +56,19 @@ def csrf_of(html: str) -> str:
 
 
 QLORA_8B = {"model": "llama-3.1-8b", "method": "qlora"}
+
+
+@contextmanager
+def statements(engine: Engine, keep: Callable[[str], bool] = lambda _: True) -> Iterator[list[str]]:
+    """The statements `engine` sends inside the block (those `keep` accepts), as they go."""
+    sent: list[str] = []
+
+    def before(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        if keep(statement):
+            sent.append(statement)
+
+    event.listen(engine, "before_cursor_execute", before)
+    try:
+        yield sent
+    finally:
+        event.remove(engine, "before_cursor_execute", before)

@@ -5,38 +5,26 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from types import SimpleNamespace
 
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
-from sqlalchemy import Engine, event
+from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.settings import Settings
 from app.main import create_app
 from app.web.page_cache import TOKEN_PLACEHOLDER, Page, PageCache
-from tests.web.helpers import csrf_of, ingest, record
+from tests.web.helpers import csrf_of, ingest, record, statements
 
 HTML = {"accept": "text/html"}
 
 
-@contextmanager
-def offer_reads(engine: Engine) -> Iterator[list[str]]:
+def offer_reads(engine: Engine) -> AbstractContextManager[list[str]]:
     """Statements that read the offers table while the block runs."""
-    seen: list[str] = []
-
-    def note(conn: object, cursor: object, statement: str, *args: object) -> None:
-        if "offers" in statement and "data_version" not in statement:
-            seen.append(statement)
-
-    event.listen(engine, "before_cursor_execute", note)
-    try:
-        yield seen
-    finally:
-        event.remove(engine, "before_cursor_execute", note)
+    return statements(engine, lambda s: "offers" in s and "data_version" not in s)
 
 
 class Clock:
