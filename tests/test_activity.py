@@ -77,6 +77,18 @@ def test_the_saved_view_refresher_waits_while_a_request_is_served(
     assert refresher.join(5.0)
 
 
+def _refresh_one_view(
+    session_factory: sessionmaker[Session], activity: RequestActivity, timeout_s: float = 5.0
+) -> saved.SavedQueryRefresher:
+    """A refresher that refreshed one view and stopped."""
+    refresher = saved.SavedQueryRefresher(session_factory, activity=activity)
+    refresher.submit(["v"])
+    assert refresher.wait_idle(timeout_s)
+    refresher.stop()
+    assert refresher.join(5.0)
+    return refresher
+
+
 def _note(session: Session, view: str) -> None:
     session.add(WarmView(key=view, query=view, last_used_at=utcnow()))
     session.flush()
@@ -100,11 +112,7 @@ def test_a_refresh_gives_way_to_a_request_and_is_done_after_it(
 
     monkeypatch.setattr(saved, "refresh_saved_query", refresh)
     monkeypatch.setattr(saved, "REFRESH_QUIET_S", 0.05)
-    refresher = saved.SavedQueryRefresher(session_factory, activity=activity)
-    refresher.submit(["v"])
-    assert refresher.wait_idle(5.0)
-    refresher.stop()
-    assert refresher.join(5.0)
+    refresher = _refresh_one_view(session_factory, activity)
     assert (len(attempts), refresher.gave_way) == (2, 1)
     with session_factory() as session:  # the first attempt's write was rolled back
         assert session.scalars(select(WarmView.query)).all() == ["v-2"]
@@ -125,11 +133,7 @@ def test_under_steady_load_a_refresh_stops_giving_way_after_the_longest_wait(
     monkeypatch.setattr(saved, "refresh_saved_query", refresh)
     monkeypatch.setattr(saved, "REFRESH_QUIET_S", 0.01)
     monkeypatch.setattr(saved, "REFRESH_MAX_DEFER_S", 0.3)
-    refresher = saved.SavedQueryRefresher(session_factory, activity=activity)
-    refresher.submit(["v"])
-    assert refresher.wait_idle(5.0)
-    refresher.stop()
-    assert refresher.join(5.0)
+    refresher = _refresh_one_view(session_factory, activity)
     assert refresher.gave_way == len(attempts) - 1 >= 1  # the last attempt went through
 
 
@@ -155,12 +159,8 @@ def test_a_request_cancels_the_statement_a_refresh_is_running(
 
     monkeypatch.setattr(saved, "refresh_saved_query", refresh)
     monkeypatch.setattr(saved, "REFRESH_QUIET_S", 0.05)
-    refresher = saved.SavedQueryRefresher(session_factory, activity=activity)
     started = time.monotonic()
-    refresher.submit(["v"])
-    assert refresher.wait_idle(15.0)
-    refresher.stop()
-    assert refresher.join(5.0)
+    refresher = _refresh_one_view(session_factory, activity, timeout_s=15.0)
     assert (len(attempts), refresher.gave_way) == (2, 1)
     assert attempts[1] - started < 5.0  # not the 20 s the statement would have run
     with session_factory() as session:  # the pool still serves working connections
