@@ -61,7 +61,7 @@ def _join_background(warming: threading.Thread | None, refresher: SavedQueryRefr
 def create_app(settings: Settings | None = None, *, scheduler: bool | None = None) -> FastAPI:
     """Build the app; `scheduler` overrides settings.scheduler_enabled (tests pass False)."""
     settings = settings or get_settings()
-    engine = make_engine(settings.database_url)
+    engine = make_engine(settings.database_url, work_mem_mb=settings.pg_work_mem_mb)
     run_scheduler = settings.scheduler_enabled if scheduler is None else scheduler
 
     @asynccontextmanager

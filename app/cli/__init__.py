@@ -82,7 +82,7 @@ def scrape_cmd(
         raise typer.Exit(2) from exc
     from app.web.warm import warm_after_ingest
 
-    engine = make_engine(settings.database_url)
+    engine = make_engine(settings.database_url, work_mem_mb=settings.pg_work_mem_mb)
     runner = ScrapeRunner(
         settings,
         engine,

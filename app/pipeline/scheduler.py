@@ -114,7 +114,7 @@ def start_scheduler(
 ) -> ScrapeScheduler:
     """Start the scheduler on the running event loop, with its own engine and pool;
     `before_commit` runs in each ingest's transaction (ScrapeRunner)."""
-    engine = make_scrape_engine(settings.database_url)
+    engine = make_scrape_engine(settings.database_url, work_mem_mb=settings.pg_work_mem_mb)
     sessions = make_session_factory(engine)
     runner = ScrapeRunner(settings, engine, sessions, before_commit=before_commit)
     scheduler = build_scheduler(settings, runner)

@@ -10,9 +10,12 @@ from typing import Any
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.core.settings import DEFAULT_WORK_MEM_MB
 
-def make_engine(url: str, **kwargs: Any) -> Engine:
-    """Create an engine; for SQLite, create the parent folder and enable WAL and foreign keys."""
+
+def make_engine(url: str, *, work_mem_mb: int = DEFAULT_WORK_MEM_MB, **kwargs: Any) -> Engine:
+    """Create an engine; for SQLite, create the parent folder and enable WAL and foreign keys;
+    for Postgres, give each session `work_mem_mb` (0: the server's own setting)."""
     if url.startswith("sqlite"):
         path = url.split("///", 1)[-1]
         if path and path != ":memory:":
@@ -29,6 +32,9 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
             cursor.close()
 
         return engine
+    if work_mem_mb > 0:
+        options = f"-c work_mem={int(work_mem_mb)}MB"
+        kwargs["connect_args"] = {**kwargs.get("connect_args", {}), "options": options}
     return create_engine(url, pool_pre_ping=True, **kwargs)
 
 
@@ -38,11 +44,16 @@ SCRAPE_POOL_SIZE = 4
 SCRAPE_POOL_OVERFLOW = 4
 
 
-def make_scrape_engine(url: str) -> Engine:
+def make_scrape_engine(url: str, *, work_mem_mb: int = DEFAULT_WORK_MEM_MB) -> Engine:
     """An engine (and connection pool) for scrapes only."""
     if url.startswith("sqlite") and ":memory:" in url:
         return make_engine(url)
-    return make_engine(url, pool_size=SCRAPE_POOL_SIZE, max_overflow=SCRAPE_POOL_OVERFLOW)
+    return make_engine(
+        url,
+        work_mem_mb=work_mem_mb,
+        pool_size=SCRAPE_POOL_SIZE,
+        max_overflow=SCRAPE_POOL_OVERFLOW,
+    )
 
 
 def make_session_factory(engine: Engine) -> sessionmaker[Session]:
