@@ -235,7 +235,8 @@ class RankedHead:
     ids: list[int]  # in page order
     n_fit: int  # fitting offers in all (tight ones included), within the deadline and budget
     n_missed: int  # prefiltered offers no layout fits (near misses) in all
-    n_tight: int = 0  # of n_fit, those under the headroom margin
+    n_tight: int  # of n_fit, those under the headroom margin
+    n_candidates: int  # prefiltered offers (enough VRAM by the bound): the rest is the others
 
 
 def rest_sort(sort: Sort) -> Sort:

@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 from app.gpus.catalog import UNKNOWN
 from app.queries.filters import FACET_KEYS, FILTERS_BY_KEY, active_filters, label_for, where_clauses
 from app.queries.params import OfferFilters, filters_key
+from app.queries.rows import count_offers
 from app.store import data_cache
 from app.store.models import GpuModel, Offer
 
@@ -57,8 +58,9 @@ def _facet_column(key: str) -> Any:
 
 def _facet_counts_shared(
     session: Session, filters: OfferFilters, keys: Sequence[str]
-) -> dict[str, Counter[str]]:
-    """Counts for every facet in `keys` from one GROUP BY over the filtered offers.
+) -> tuple[dict[str, Counter[str]], int]:
+    """Counts for every facet in `keys` from one GROUP BY over the filtered offers, and how
+    many offers the filters select in all.
 
     Facets whose own filter is unset all count over the same rows, so one scan grouped by all
     their columns replaces a scan per facet (the combinations are few: shapes, not offers).
@@ -86,8 +88,10 @@ def _facet_counts_shared(
     # Sum per raw column value first (the rows are thousands, the values per column dozens),
     # then turn the few distinct values into facet strings.
     per_column: list[Counter[Any]] = [Counter() for _ in columns]
+    total = 0
     for row in session.connection().execute(stmt).all():
         n = int(row[-1])
+        total += n
         for i, raw in enumerate(row[:-1]):
             per_column[i][raw] += n
     counts: dict[str, Counter[str]] = {key: Counter() for key in keys}
@@ -100,9 +104,8 @@ def _facet_counts_shared(
             counts[key][_facet_value_str(key, raw)] += n
     if with_market:
         on_demand, spot = per_column[-2], per_column[-1]
-        total = sum(on_demand.values())
         counts["market"] = Counter({"any": total, "on_demand": on_demand[True], "spot": spot[True]})
-    return counts
+    return counts, total
 
 
 def _active_keys(filters: OfferFilters) -> set[str]:
@@ -136,7 +139,9 @@ def facets(session: Session, *, filters: OfferFilters, max_values: int = 40) -> 
 def _compute_facets(session: Session, *, filters: OfferFilters, max_values: int) -> list[Facet]:
     active = _active_keys(filters)
     shared = [key for key in FACET_KEYS if key not in active]
-    counts = _facet_counts_shared(session, filters, shared)
+    counts, total = _facet_counts_shared(session, filters, shared)
+    # The scan counted every filtered offer: the table's total needs no scan of its own.
+    count_offers(session, filters=filters, derived=lambda: total)
     for key in FACET_KEYS:
         if key in active:
             counts[key] = _facet_counts_own(session, filters, key)

@@ -232,4 +232,4 @@ def in_memory_head(
     head = fitting if filters.fits_only else [*fitting, *missed]
     window = head[filters.offset : filters.offset + filters.limit]
     n_tight = sum(1 for c in fitting if c.fit_class == TIGHT)
-    return RankedHead([c.id for c in window], len(fitting), len(missed), n_tight)
+    return RankedHead([c.id for c in window], len(fitting), len(missed), n_tight, len(candidates))

@@ -23,7 +23,7 @@ from app.queries.assess import (
 from app.queries.filters import fit_caption
 from app.queries.in_memory import in_memory_head
 from app.queries.params import OfferFilters, Sort, filters_key, job_terms
-from app.queries.rows import OfferPage, RankedOffer, count_where, page_rows
+from app.queries.rows import OfferPage, RankedOffer, count_offers, count_where, page_rows
 from app.queries.shapes import Limits, shape_groups, sql_head, values_per_shape
 from app.queries.suggestions import FEW_FITTING, suggestions
 from app.store import data_cache
@@ -70,7 +70,14 @@ def ranked_page(
         return OfferPage(total=head.n_fit, offers=page, **common)
     # The rest (too little VRAM by the bound) pages in SQL after the head.
     n_head = head.n_fit + head.n_missed
-    rest_total = count_where(session, filters=filters, extra=[rest_clause(bounds)])
+    # The rest are the filtered offers the prefilter left out: their count needs no scan of
+    # its own once the filtered count is known (the facets of the same view leave it cached).
+    rest_total = count_where(
+        session,
+        filters=filters,
+        extra=[rest_clause(bounds)],
+        derived=lambda: count_offers(session, filters=filters) - head.n_candidates,
+    )
     if len(page) < filters.limit and rest_total:
         rest_rows = page_rows(
             session,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -221,9 +221,11 @@ class OfferPage:
 data_cache.share("count")
 
 
-def count_offers(session: Session, *, filters: OfferFilters) -> int:
-    """How many offers the filters select (cached until the next ingest)."""
-    return count_where(session, filters=filters, extra=[])
+def count_offers(
+    session: Session, *, filters: OfferFilters, derived: Callable[[], int] | None = None
+) -> int:
+    """How many offers the filters select (cached until the next ingest); see count_where."""
+    return count_where(session, filters=filters, extra=[], derived=derived)
 
 
 def all_rows(
@@ -257,10 +259,17 @@ def page_rows(
 
 
 def count_where(
-    session: Session, *, filters: OfferFilters, extra: Sequence[ColumnElement[bool]]
+    session: Session,
+    *,
+    filters: OfferFilters,
+    extra: Sequence[ColumnElement[bool]],
+    derived: Callable[[], int] | None = None,
 ) -> int:
-    """How many filtered offers also satisfy `extra` (cached until the next ingest)."""
+    """How many filtered offers also satisfy `extra` (cached until the next ingest). `derived`
+    gets the same number from aggregates already at hand instead of a scan of its own."""
     stmt = select(func.count()).select_from(Offer).where(*where_clauses(filters), *extra)
     # The compiled SQL with its literal parameters names exactly what is counted.
     key = str(stmt.compile(compile_kwargs={"literal_binds": True}))
-    return data_cache.cached(session, "count", key, lambda: int(session.scalar(stmt) or 0))
+    return data_cache.cached(
+        session, "count", key, derived or (lambda: int(session.scalar(stmt) or 0))
+    )

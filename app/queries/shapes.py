@@ -866,7 +866,7 @@ def sql_head(
             limit=min(stop, n_fit + split.n_missed) - max(start, n_fit),
             offset=max(0, start - n_fit),
         )
-    return RankedHead(ids, n_fit, split.n_missed, split.counts[1])
+    return RankedHead(ids, n_fit, split.n_missed, split.counts[1], sum(s.count for s in shapes))
 
 
 def _group_ids(

@@ -195,8 +195,9 @@ def index_context(
     workload: Workload | None,
 ) -> dict[str, Any]:
     """Everything `/` renders: the page of offers, facets, regions, form values and links."""
-    page = search_offers(session, filters=filters, workload=workload)
+    # Facets first: their scan leaves the filtered count cached for the page.
     facet_list = facets(session, filters=filters)
+    page = search_offers(session, filters=filters, workload=workload)
     by_key = {f.key: f for f in facet_list}
     regions: list[RegionGroup] = regions_by_continent(session, filters=filters)
     sorts = {
