@@ -121,7 +121,7 @@ def test_scrape_warms_the_new_version_before_its_commit(
             .select_from(AggregateCache)
             .where(AggregateCache.version != version)
         )
-    assert {"count", "facets", "regions", "plan_shapes", "offers_by_source"} <= namespaces
+    assert {"count", "facets", "regions", "plan_shapes", "active_offers"} <= namespaces
     assert {"ranked_head", "listing_bands"} <= namespaces
     assert stale == 0  # older versions' rows went with the warm
     data_cache.clear()  # a process that computed nothing yet (another replica, a restart)

@@ -68,20 +68,30 @@ def is_stale(
     return now - last_success > timedelta(minutes=2 * interval_minutes)
 
 
-data_cache.share("offers_by_source")
+data_cache.share("active_offers")
+
+
+def _active_offers(session: Session) -> list[tuple[str, str, int]]:
+    """(provider id, source, active offers) for every pair: one scan serves the per-source and
+    the per-provider counts (cached until the next ingest)."""
+
+    def count() -> list[tuple[str, str, int]]:
+        stmt = (
+            select(Offer.provider_id, Offer.source, func.count())
+            .where(Offer.active.is_(True))
+            .group_by(Offer.provider_id, Offer.source)
+        )
+        return [(provider, source, int(n)) for provider, source, n in session.execute(stmt)]
+
+    return data_cache.cached(session, "active_offers", None, count)
 
 
 def active_offers_by_source(session: Session) -> dict[str, int]:
     """How many active offers each source last wrote (cached until the next ingest)."""
-
-    def count() -> dict[str, int]:
-        stmt = select(Offer.source, func.count()).where(Offer.active.is_(True))
-        return {source: int(n) for source, n in session.execute(stmt.group_by(Offer.source))}
-
-    return data_cache.cached(session, "offers_by_source", None, count)
-
-
-data_cache.share("offers_by_provider")
+    out: dict[str, int] = {}
+    for _provider, source, n in _active_offers(session):
+        out[source] = out.get(source, 0) + n
+    return out
 
 
 def active_offers_by_provider(session: Session) -> dict[str, tuple[int, int]]:
@@ -91,20 +101,11 @@ def active_offers_by_provider(session: Session) -> dict[str, tuple[int, int]]:
     """
     from app.pipeline.sample_loader import SAMPLE_SOURCE
 
-    def count() -> dict[str, tuple[int, int]]:
-        is_sample = Offer.source == SAMPLE_SOURCE
-        stmt = (
-            select(Offer.provider_id, is_sample, func.count())
-            .where(Offer.active.is_(True))
-            .group_by(Offer.provider_id, is_sample)
-        )
-        out: dict[str, tuple[int, int]] = {}
-        for provider, sample, n in session.execute(stmt):
-            total, from_sample = out.get(provider, (0, 0))
-            out[provider] = (total + int(n), from_sample + (int(n) if sample else 0))
-        return out
-
-    return data_cache.cached(session, "offers_by_provider", None, count)
+    out: dict[str, tuple[int, int]] = {}
+    for provider, source, n in _active_offers(session):
+        total, from_sample = out.get(provider, (0, 0))
+        out[provider] = (total + n, from_sample + (n if source == SAMPLE_SOURCE else 0))
+    return out
 
 
 def _last_success(session: Session) -> dict[str, datetime]:
