@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from itertools import islice
 from pathlib import Path
+from statistics import median
 
 from bench import generate
 from bench.dbs import (
@@ -647,9 +648,10 @@ def _targets(
             f"post-scrape work with {r.saved:,} saved searches ({r.distinct:,} distinct) "
             f"< {TARGET_POST_SCRAPE_S:.0f} s, ingest unchanged",
             f"{r.saved_statements} statements on saved searches; the whole post-ingest work "
-            f"(warming) {r.warm_s:.2f} s; ingest {r.ingest_s:.2f} s vs {r.baseline_ingest_s:.2f} s "
-            "without saved searches",
-            _ok(r.saved_statements == 0 and r.warm_s < TARGET_POST_SCRAPE_S),
+            f"(warming) worst {max(r.warm_s):.2f} s of {len(r.warm_s)} scrapes; ingest median "
+            f"{median(r.ingest_s):.2f} s vs {median(r.baseline_ingest_s):.2f} s without saved "
+            "searches",
+            _ok(r.saved_statements == 0 and max(r.warm_s) < TARGET_POST_SCRAPE_S),
         ))  # fmt: skip
     if res.concurrency:
         failures = sum(c.failures for c in res.concurrency)
@@ -688,18 +690,23 @@ def _saved_section(report: Report, r: SavedScrapeResult | None) -> None:
         return
     report.add(
         f"{r.saved:,} saved searches of {r.distinct:,} distinct views (three per browser) in the "
-        f"database; a re-scrape of the {r.scrape:,}-offer provider (20 % re-priced) run as the "
-        "scrape runner runs it: `ingest_records`, the before-commit warm (app.web.warm), commit. "
-        "The baseline is the same kind of re-scrape before the saved searches were inserted.",
+        f"database; {len(r.ingest_s)} re-scrapes of the {r.scrape:,}-offer provider (each "
+        "re-pricing 20 %) run as the scrape runner runs them: `ingest_records`, the before-commit "
+        "warm (app.web.warm), commit. The baseline is as many re-scrapes of the same kind before "
+        "the saved searches were inserted.",
         "",
     )
+
+    def seconds(values: list[float]) -> str:
+        return f"{median(values):.2f} s ({', '.join(f'{v:.2f}' for v in values)})"
+
     report.table(
-        ["", "seconds / count"],
+        ["", "median seconds (each scrape) / count"],
         [
-            ["ingest + commit, no saved searches", f"{r.baseline_ingest_s:.2f} s"],
-            [f"ingest + commit, {r.saved:,} saved searches", f"{r.ingest_s:.2f} s"],
-            ["post-ingest work (warming the views people open)", f"{r.warm_s:.2f} s"],
-            ["statements sent during the scrape", f"{r.statements}"],
+            ["ingest + commit, no saved searches", seconds(r.baseline_ingest_s)],
+            [f"ingest + commit, {r.saved:,} saved searches", seconds(r.ingest_s)],
+            ["post-ingest work (warming the views people open)", seconds(r.warm_s)],
+            ["statements sent during the scrapes", f"{r.statements}"],
             ["... of which touch a saved-search table", f"{r.saved_statements}"],
         ],
     )

@@ -28,6 +28,7 @@ from bench.generate import FIXED_NOW, generate_scrape, reprice
 from bench.ingest_bench import SCRAPE_PROVIDER, SCRAPE_SOURCE
 
 SEARCHES_PER_OWNER = 3
+SCRAPES = 3  # re-scrapes each way: one sample moved by +-25 % from run to run
 
 
 @dataclass
@@ -35,10 +36,10 @@ class SavedScrapeResult:
     saved: int
     distinct: int
     scrape: int
-    baseline_ingest_s: float  # the re-scrape's ingest + commit, no saved searches
-    ingest_s: float  # the same with the saved searches
-    warm_s: float  # the before-commit warm of that scrape (all the post-ingest work)
-    statements: int  # sent during the scrape with saved searches
+    baseline_ingest_s: list[float]  # each re-scrape's ingest + commit, no saved searches
+    ingest_s: list[float]  # the same with the saved searches
+    warm_s: list[float]  # the before-commit warm of those (all the post-ingest work)
+    statements: int  # sent during the scrapes with saved searches
     saved_statements: int  # of those, touching a saved-search table
 
 
@@ -108,12 +109,13 @@ def run_saved_scrape_bench(
     factory = make_session_factory(engine)
     settings = Settings(database_url=url, _env_file=None)
     base = generate_scrape(SCRAPE_PROVIDER, scrape)
-    first, _ = reprice(base, 0.2, seed=11)
-    second, _ = reprice(base, 0.2, seed=12)
-    at = FIXED_NOW + timedelta(hours=3)
+    # Every re-scrape re-prices another 20 % (seeds 11, 12, ...), 30 minutes after the last.
+    scrapes = iter(reprice(base, 0.2, seed=11 + i)[0] for i in range(2 * SCRAPES))
+    at = (FIXED_NOW + timedelta(hours=3, minutes=30 * i) for i in range(2 * SCRAPES))
     with engine.connect():
         pass  # the pool's connection, outside the timings
-    baseline, _ = _scrape(factory, first, at, settings, warm=False)
+    baseline = [_scrape(factory, next(scrapes), next(at), settings, warm=False)[0]
+                for _ in range(SCRAPES)]  # fmt: skip
     _insert_saved(factory, saved, distinct)
     sent: list[str] = []
 
@@ -122,11 +124,19 @@ def run_saved_scrape_bench(
 
     event.listen(engine, "before_cursor_execute", before)
     try:
-        ingest_s, warm_s = _scrape(factory, second, at + timedelta(minutes=30), settings, warm=True)
+        timed = [_scrape(factory, next(scrapes), next(at), settings, warm=True)
+                 for _ in range(SCRAPES)]  # fmt: skip
     finally:
         event.remove(engine, "before_cursor_execute", before)
     engine.dispose()
     touching = [s for s in sent if "saved_" in s]
     return SavedScrapeResult(
-        saved, distinct, scrape, baseline, ingest_s, warm_s, len(sent), len(touching)
+        saved,
+        distinct,
+        scrape,
+        baseline,
+        [ingest for ingest, _ in timed],
+        [warm for _, warm in timed],
+        len(sent),
+        len(touching),
     )
