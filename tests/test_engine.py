@@ -46,3 +46,14 @@ def test_zero_keeps_the_servers_work_mem() -> None:
     finally:
         plain.dispose()
         ours.dispose()
+
+
+def test_the_urls_own_options_are_kept() -> None:
+    url = make_url(PG_URL).update_query_dict({"options": "-c statement_timeout=5000"})
+    engine = make_engine(url.render_as_string(hide_password=False))
+    try:
+        with engine.connect() as conn:
+            assert conn.scalar(text("SHOW statement_timeout")) == "5s"
+        assert _work_mem(engine) == f"{DEFAULT_WORK_MEM_MB}MB"
+    finally:
+        engine.dispose()

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.settings import DEFAULT_WORK_MEM_MB
@@ -33,8 +34,14 @@ def make_engine(url: str, *, work_mem_mb: int = DEFAULT_WORK_MEM_MB, **kwargs: A
 
         return engine
     if work_mem_mb > 0:
-        options = f"-c work_mem={int(work_mem_mb)}MB"
-        kwargs["connect_args"] = {**kwargs.get("connect_args", {}), "options": options}
+        connect_args = dict(kwargs.get("connect_args", {}))
+        # Added to the URL's own options (e.g. a search_path, or the endpoint a hosted Postgres
+        # routes by), which connect_args would otherwise replace.
+        given = make_url(url).query.get("options")
+        options = [given if isinstance(given, str) else None, connect_args.get("options")]
+        options.append(f"-c work_mem={int(work_mem_mb)}MB")
+        connect_args["options"] = " ".join(o for o in options if o)
+        kwargs["connect_args"] = connect_args
     return create_engine(url, pool_pre_ping=True, **kwargs)
 
 
